@@ -1,0 +1,490 @@
+"""TaskRegistry: the only owner of task state.
+
+A plain class whose public methods are coroutines, so the same object runs in-process (tests) and as an
+async Ray actor (``actors.handle``). Every mutation is written through to the ``TaskStore`` before the
+method returns, and the constructor rebuilds all state from the store — that is the whole recovery story
+for a restarted actor or server.
+
+Concurrency model: all methods run on one event loop. A check and the write that depends on it never have
+an ``await`` between them (the store commit is synchronous), so each transition is atomic with respect to
+every other caller; the only suspension points are publishing a change and waiting in ``watch``.
+"""
+
+import asyncio
+import base64
+import copy
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from actors.errors import InvalidTransition, QuotaExceeded, TaskNotFound
+from actors.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+WORKING = "working"
+INPUT_REQUIRED = "input_required"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+# ext-tasks: working <-> input_required -> completed | failed | cancelled, terminal is final. A non-terminal
+# status may also go to itself: that is how a plain field update (progress, cancel intent) is expressed.
+_ALLOWED = {
+    WORKING: frozenset({WORKING, INPUT_REQUIRED}) | TERMINAL,
+    INPUT_REQUIRED: frozenset({INPUT_REQUIRED, WORKING}) | TERMINAL,
+}
+# The one payload each status carries; the other (both, for all but completed and failed) stays None.
+_PAYLOAD = {WORKING: None, INPUT_REQUIRED: None, COMPLETED: "result", FAILED: "error", CANCELLED: None}
+
+PHASES = frozenset({"queued", "rendering", "awaiting_watermark_approval", "muxing", "done"})
+
+DEFAULTS = {
+    "task_ttl_ms": 86_400_000,
+    "result_retention_s": 604_800,
+    "poll_interval_ms": 10_000,
+    "max_concurrent_renders": 4,
+    "idempotency_ttl_s": 86_400,
+    "sweep_interval_s": 5.0,
+}
+APPROVAL_POLL_FACTOR = 3  # contract §3.3: pollIntervalMs lengthens 10 000 -> 30 000 while awaiting approval
+INPUT_KEY_PREFIX = "watermark-approval-"
+MIN_RETRY_AFTER_MS = 1000
+QUEUED_MESSAGE = "Render queued; encoding starts shortly."
+
+# What a transition may set; identity and bookkeeping (task_id, principal, version, ...) are the registry's.
+_MUTABLE = frozenset({
+    "phase", "status_message", "frames_done", "frames_total", "poll_interval_ms",
+    "input_key", "input_seq", "input_request", "approval_deadline_ms", "timeout_result", "approval",
+    "cancel_requested", "result", "error", "artifact", "attempt",
+})
+_NO_PENDING_INPUT = {"input_key": None, "input_request": None, "approval_deadline_ms": None, "timeout_result": None}
+
+
+def new_task_id() -> str:
+    """Task ids are opaque and unguessable: 26 base32 characters carry 130 random bits (architecture: >= 128)."""
+    return "task_" + base64.b32encode(secrets.token_bytes(17)).decode().lower()[:26]
+
+
+class TaskRegistry:
+    """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
+
+    def __init__(self, data_dir: str, config: dict, clock: Callable[[], float] = time.time) -> None:
+        # Only the registry's own keys: the service may hand over its whole configuration.
+        self._config = {key: config.get(key, default) for key, default in DEFAULTS.items()}
+        self._clock = clock
+        self._store = TaskStore(data_dir)
+        self._tasks: dict[str, dict] = {rec["task_id"]: rec for rec in self._store.load_tasks()}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed: asyncio.Condition | None = None
+        self._sweeper: asyncio.Task | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the background sweep now rather than on the first call."""
+        self._bind_loop()
+
+    def _bind_loop(self) -> None:
+        """Tie the change condition and the sweep loop to the running event loop, once per loop.
+
+        A Ray actor has one loop for life; tests run each scenario under a fresh ``asyncio.run``.
+        """
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._changed = asyncio.Condition()
+            self._sweeper = loop.create_task(self._sweep_forever())
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._config["sweep_interval_s"])
+            try:
+                await self.sweep()
+            except Exception:  # a failed pass must not end housekeeping for the actor's lifetime
+                log.exception("task registry sweep failed; retrying next interval")
+
+    # -- reads -------------------------------------------------------------------------------------------
+
+    async def get(self, principal: str, task_id: str) -> dict | None:
+        """A foreign task answers exactly like an unknown one: None."""
+        self._bind_loop()
+        rec = self._owned(principal, task_id)
+        return copy.deepcopy(rec) if rec else None
+
+    async def get_any(self, task_id: str) -> dict | None:
+        """Unscoped read for the internal render driver."""
+        self._bind_loop()
+        rec = self._tasks.get(task_id)
+        return copy.deepcopy(rec) if rec else None
+
+    async def get_artifact(self, principal: str, task_id: str) -> dict | None:
+        """An artifact is published only with its completed task; foreign or unfinished tasks answer None."""
+        self._bind_loop()
+        rec = self._owned(principal, task_id)
+        if rec is None or rec["status"] != COMPLETED:
+            return None
+        return copy.deepcopy(rec["artifact"])
+
+    async def nonterminal(self) -> list[dict]:
+        """Tasks a restarted render supervisor must resume (or cancel, if cancel was requested)."""
+        self._bind_loop()
+        return [copy.deepcopy(rec) for rec in self._tasks.values() if rec["status"] not in TERMINAL]
+
+    async def count_active(self, principal: str) -> int:
+        self._bind_loop()
+        return len(self._active(principal))
+
+    async def watch(
+        self, principal: str, task_ids: list[str], versions: dict[str, int], timeout_s: float
+    ) -> list[dict]:
+        """Long-poll: the principal's listed tasks whose version is newer than ``versions`` (missing: -1),
+        as soon as there is at least one, or [] after ``timeout_s``. Unknown and foreign ids never match."""
+        self._bind_loop()
+
+        def newer() -> list[dict]:
+            return [
+                copy.deepcopy(rec)
+                for task_id in task_ids
+                if (rec := self._owned(principal, task_id)) and rec["version"] > versions.get(task_id, -1)
+            ]
+
+        async with self._changed:
+            try:
+                return await asyncio.wait_for(self._changed.wait_for(newer), timeout_s)
+            except TimeoutError:
+                return []
+
+    # -- creation ----------------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        principal: str,
+        arguments: dict,
+        idempotency_key: str | None = None,
+        initial_message: str = QUEUED_MESSAGE,
+    ) -> dict:
+        """Create a durable task: ``{"task": record, "created": bool}``.
+
+        Idempotency: the same principal's key within ``idempotency_ttl_s`` returns the task it created
+        (``created`` False) — checked before the quota, so a replay never fails on it. Keys are scoped
+        per principal. Quota: at ``max_concurrent_renders`` non-terminal tasks, raise ``QuotaExceeded``.
+        """
+        self._bind_loop()
+        now = self._now_ms()
+        if idempotency_key is not None:
+            claimed_after = now - self._config["idempotency_ttl_s"] * 1000
+            existing = self._store.find_idempotent(principal, idempotency_key, claimed_after)
+            if existing is not None:
+                return {"task": copy.deepcopy(self._tasks[existing]), "created": False}
+        active = self._active(principal)
+        limit = self._config["max_concurrent_renders"]
+        if len(active) >= limit:
+            raise QuotaExceeded(self._retry_after_ms(active, now), len(active), limit)
+        rec = {
+            "task_id": new_task_id(),
+            "principal": principal,
+            "arguments": copy.deepcopy(arguments),
+            "idempotency_key": idempotency_key,
+            "status": WORKING,
+            "phase": "queued",
+            "status_message": initial_message,
+            "frames_done": 0,
+            "frames_total": 0,
+            "created_at_ms": now,
+            "last_updated_at_ms": now,
+            "ttl_ms": self._config["task_ttl_ms"],
+            "poll_interval_ms": self._config["poll_interval_ms"],
+            "input_key": None,
+            "input_seq": 0,
+            "input_request": None,
+            "approval_deadline_ms": None,
+            "timeout_result": None,
+            "approval": None,
+            "cancel_requested": False,
+            "result": None,
+            "error": None,
+            "artifact": None,
+            "version": 1,
+            "attempt": 0,
+        }
+        return {"task": await self._commit(rec, claim_idempotency_key=idempotency_key is not None), "created": True}
+
+    def _retry_after_ms(self, active: list[dict], now_ms: int) -> int:
+        """Quota retry hint: when the soonest-finishing render should free its slot, projected from its
+        progress rate (elapsed / fraction done); the poll interval when no render has measurable progress."""
+        remaining = [
+            (now_ms - rec["created_at_ms"]) * (rec["frames_total"] - rec["frames_done"]) / rec["frames_done"]
+            for rec in active
+            if rec["status"] == WORKING and 0 < rec["frames_done"] <= rec["frames_total"]
+        ]
+        return max(MIN_RETRY_AFTER_MS, int(min(remaining, default=self._config["poll_interval_ms"])))
+
+    # -- the state machine -------------------------------------------------------------------------------
+
+    async def transition(self, task_id: str, status: str, **fields) -> dict:
+        """ext-tasks: working <-> input_required -> completed | failed | cancelled; terminal states never change.
+
+        The single place the state machine is enforced: every mutation goes through here. A completed task
+        carries ``result``, a failed one ``error``, any other neither; entering a terminal status sets phase
+        "done" (which no other status may have) and clears any pending input. Returns the record; when nothing differs it is
+        returned as is, without a version bump. Raises ``TaskNotFound``, ``InvalidTransition``, ``ValueError``.
+        """
+        self._bind_loop()
+        current = self._require(task_id)
+        if status not in _ALLOWED.get(current["status"], ()):
+            raise InvalidTransition(task_id, current["status"], status)
+        if unknown := set(fields) - _MUTABLE:
+            raise ValueError(f"fields not settable by a transition: {sorted(unknown)}")
+        new = {**copy.deepcopy(current), **copy.deepcopy(fields), "status": status}
+        if status in TERMINAL:
+            new.update(_NO_PENDING_INPUT, phase="done")
+        for payload in ("result", "error"):
+            if (new[payload] is not None) != (payload == _PAYLOAD[status]):
+                raise ValueError(f"a {status} task {'needs' if new[payload] is None else 'takes no'} {payload}")
+        if new["phase"] not in PHASES or (new["phase"] == "done") != (status in TERMINAL):
+            raise ValueError(f"invalid phase {new['phase']!r} for a {status} task")
+        if status == INPUT_REQUIRED and None in (new["input_key"], new["approval_deadline_ms"], new["timeout_result"]):
+            # The sweep must always be able to end the wait: no pending input without a deadline and outcome.
+            raise ValueError("an input_required task needs an input key, a deadline and a timeout result")
+        if new == current:
+            return copy.deepcopy(current)
+        new["version"] += 1
+        new["last_updated_at_ms"] = self._now_ms()
+        return await self._commit(new)
+
+    async def _update(self, task_id: str, status: str | None = None, **fields) -> dict | None:
+        """Render-driver writes that lose a race with a terminal transition return None instead of raising."""
+        current = self._require(task_id)
+        if current["status"] in TERMINAL:
+            return None
+        return await self.transition(task_id, status or current["status"], **fields)
+
+    async def _commit(self, rec: dict, *, claim_idempotency_key: bool = False) -> dict:
+        """Durable before visible: commit to the store, then swap into memory, then wake watchers."""
+        self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key)
+        self._tasks[rec["task_id"]] = rec
+        async with self._changed:
+            self._changed.notify_all()
+        return copy.deepcopy(rec)
+
+    # -- render driver -----------------------------------------------------------------------------------
+
+    async def set_progress(
+        self,
+        task_id: str,
+        frames_done: int,
+        frames_total: int,
+        phase: str | None = None,
+        message: str | None = None,
+    ) -> dict | None:
+        """Progress is monotonic: ``frames_done`` never decreases; terminal tasks ignore it (None).
+
+        While input is pending, frames still count (segments render speculatively) but the phase and the
+        status message keep naming the pending approval.
+        """
+        current = self._require(task_id)
+        fields = {"frames_done": max(current["frames_done"], frames_done), "frames_total": frames_total}
+        if current["status"] == WORKING:
+            if phase is not None:
+                fields["phase"] = phase
+            if message is not None:
+                fields["status_message"] = message
+        return await self._update(task_id, **fields)
+
+    async def request_input(
+        self,
+        task_id: str,
+        input_request: dict,
+        deadline_ms: int,
+        timeout_result: dict,
+        message: str | None = None,
+    ) -> dict | None:
+        """working -> input_required under a fresh key (ext-tasks: input keys are never reused), with the poll
+        interval x3 (contract §3.3). ``timeout_result`` completes the task if ``deadline_ms`` passes first.
+
+        One request is outstanding at a time (``InvalidTransition`` otherwise); None if already terminal.
+        """
+        current = self._require(task_id)
+        if current["status"] == INPUT_REQUIRED:
+            raise InvalidTransition(task_id, INPUT_REQUIRED, INPUT_REQUIRED)
+        seq = current["input_seq"] + 1
+        fields = {
+            "input_key": f"{INPUT_KEY_PREFIX}{seq}",
+            "input_seq": seq,
+            "input_request": input_request,
+            "approval_deadline_ms": deadline_ms,
+            "timeout_result": timeout_result,
+            "input_request": input_request,  # a new round: an earlier round's decision no longer answers anything
+            "phase": "awaiting_watermark_approval",
+            "poll_interval_ms": self._config["poll_interval_ms"] * APPROVAL_POLL_FACTOR,
+        }
+        if message is not None:
+            fields["status_message"] = message
+        return await self._update(task_id, INPUT_REQUIRED, **fields)
+
+    async def record_artifact(self, task_id: str, artifact: dict) -> dict | None:
+        """Attach the finished file's metadata; call before ``finish(completed)``.
+
+        A terminal task takes no artifact (None): the caller lost a race with cancel and deletes its file.
+        """
+        return await self._update(task_id, artifact=artifact)
+
+    async def finish(
+        self,
+        task_id: str,
+        status: str,
+        result: dict | None = None,
+        error: dict | None = None,
+        message: str | None = None,
+    ) -> dict | None:
+        """Enter a terminal status (see ``transition`` for the payload rule).
+
+        Returns None when the task is already terminal — the caller lost the race (a rejection, an approval
+        timeout or another driver finished it first) and must discard its outcome; terminal never changes.
+        """
+        if status not in TERMINAL:
+            raise ValueError(f"finish needs a terminal status, not {status!r}")
+        fields = {"result": result, "error": error}
+        if message is not None:
+            fields["status_message"] = message
+        return await self._update(task_id, status, **fields)
+
+    async def bump_attempt(self, task_id: str) -> dict | None:
+        """Count one more (re)start of the render (``attempt`` starts at 0); None if already terminal."""
+        return await self._update(task_id, attempt=self._require(task_id)["attempt"] + 1)
+
+    # -- principal actions -------------------------------------------------------------------------------
+
+    async def answer_input(
+        self,
+        principal: str,
+        task_id: str,
+        approved: bool,
+        note: str | None = None,
+        key: str | None = None,
+        rejected_result: dict | None = None,
+    ) -> dict:
+        """Resolve the pending watermark approval: ``{"outcome": ..., "task": record | None}``.
+
+        - unknown or foreign task: "not_found" (task None);
+        - ``key`` given but not the outstanding one (unknown, answered, superseded): "ignored"
+          (ext-tasks: such responses SHOULD be ignored);
+        - a decision already recorded for this round: "replayed" if the same, "conflict" if different
+          (contract §4: approve is idempotent, a conflicting decision fails);
+        - nothing pending: "not_pending";
+        - otherwise "recorded": approval resumes rendering; rejection completes the task with
+          ``rejected_result`` in the same transition.
+        """
+        self._bind_loop()
+        current = self._owned(principal, task_id)
+        if current is None:
+            return {"outcome": "not_found", "task": None}
+        if key is not None and key != current["input_key"]:
+            outcome = "ignored"
+        elif current["approval"] is not None:
+            outcome = "replayed" if current["approval"]["approved"] == approved else "conflict"
+        elif current["status"] != INPUT_REQUIRED:
+            outcome = "not_pending"
+        else:
+            approval = {"key": current["input_key"], "approved": approved, "note": note, "at_ms": self._now_ms()}
+            if approved:
+                task = await self.transition(
+                    task_id,
+                    WORKING,
+                    **_NO_PENDING_INPUT,
+                    approval=approval,
+                    phase="rendering",
+                    poll_interval_ms=self._config["poll_interval_ms"],
+                    status_message="Watermark approved; rendering resumes.",
+                )
+            else:
+                task = await self.transition(
+                    task_id,
+                    COMPLETED,
+                    result=rejected_result,
+                    approval=approval,
+                    status_message="Watermark rejected; the render was not finalized.",
+                )
+            return {"outcome": "recorded", "task": task}
+        return {"outcome": outcome, "task": copy.deepcopy(current)}
+
+    async def request_cancel(self, principal: str, task_id: str) -> dict | None:
+        """ext-tasks: cancellation is cooperative — record the intent; the render driver stops the work and
+        makes the cancelled transition. Idempotent; a no-op on terminal tasks. None if unknown or foreign."""
+        self._bind_loop()
+        current = self._owned(principal, task_id)
+        if current is None:
+            return None
+        if current["status"] in TERMINAL:
+            return copy.deepcopy(current)
+        return await self.transition(task_id, current["status"], cancel_requested=True)
+
+    # -- housekeeping ------------------------------------------------------------------------------------
+
+    async def sweep(self) -> dict:
+        """One housekeeping pass; returns what it did.
+
+        1. Approvals past their deadline complete with the stored timeout result (contract:
+           ``watermark_approval_timeout``; ext-tasks lets the server bound the wait).
+        2. Terminal tasks past result retention are deleted with their artifact file. Task ``ttl_ms`` is not
+           a deletion: the protocol layer answers ``task_expired`` on tasks/* after it, while the fallback
+           status tool keeps working until retention.
+        3. Idempotency keys older than ``idempotency_ttl_s`` are dropped.
+        """
+        self._bind_loop()
+        now = self._now_ms()
+        timed_out = deleted = 0
+        for task_id in list(self._tasks):
+            # Re-read after every await: another call may have answered or finished the task meanwhile.
+            rec = self._tasks.get(task_id)
+            if rec and rec["status"] == INPUT_REQUIRED and rec["approval_deadline_ms"] <= now:
+                await self.transition(
+                    task_id,
+                    COMPLETED,
+                    result=rec["timeout_result"],
+                    status_message="Watermark approval timed out; the render was not finalized.",
+                )
+                timed_out += 1
+            elif rec and rec["status"] in TERMINAL and self._retained_until(rec) <= now:
+                self._delete(rec)
+                deleted += 1
+        dropped = self._store.drop_idempotency(now - self._config["idempotency_ttl_s"] * 1000)
+        return {"approvals_timed_out": timed_out, "tasks_deleted": deleted, "idempotency_keys_dropped": dropped}
+
+    def _retained_until(self, rec: dict) -> int:
+        """Results are kept ``result_retention_s`` from creation, and never before their artifact expires
+        (its download is authorised through the record)."""
+        expires = rec["created_at_ms"] + self._config["result_retention_s"] * 1000
+        if rec["artifact"] is not None:
+            expires = max(expires, rec["artifact"]["expires_at_ms"])
+        return expires
+
+    def _delete(self, rec: dict) -> None:
+        # File first: a crash in between leaves a record whose file is gone, which the next sweep finishes,
+        # rather than an orphaned file nothing points at.
+        if rec["artifact"] is not None:
+            Path(rec["artifact"]["path"]).unlink(missing_ok=True)
+        self._store.delete_task(rec["task_id"])
+        del self._tasks[rec["task_id"]]
+
+    # -- helpers -----------------------------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _owned(self, principal: str, task_id: str) -> dict | None:
+        rec = self._tasks.get(task_id)
+        return rec if rec is not None and rec["principal"] == principal else None
+
+    def _require(self, task_id: str) -> dict:
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            raise TaskNotFound(task_id) from None
+
+    def _active(self, principal: str) -> list[dict]:
+        return [rec for rec in self._tasks.values() if rec["principal"] == principal and rec["status"] not in TERMINAL]

@@ -1,0 +1,1 @@
+"""vidforge mcp_protocol."""

@@ -1,0 +1,234 @@
+"""The vidforge MCP server on the SDK's low-level `Server` (MCP 2026-07-28, stateless single exchange).
+
+The SDK owns JSON-RPC framing, `_meta`/header validation, version negotiation, `resultType` and the
+`serverInfo` stamp; this module supplies the contract's exact discovery surface and handlers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from typing import Any
+
+import anyio
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CallToolRequestParams,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    RequestParams,
+    SubscriptionsListenRequestParams,
+)
+
+from mcp_protocol import views
+from mcp_protocol.catalog import (
+    CAPABILITIES_URI,
+    RESOURCE_TEMPLATES,
+    capability_summary,
+    input_schemas,
+    tool_definitions,
+)
+from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
+from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
+from mcp_protocol.service import RenderService
+from mcp_protocol.tasks import (
+    SUBSCRIPTION_ID_META_KEY,
+    TaskMethods,
+    TaskParams,
+    TaskStatusNotification,
+    UpdateTaskParams,
+    missing_tasks_capability,
+)
+from mcp_protocol.tools import ToolCalls, unknown_tool
+from mcp_protocol.views import Caller
+
+PRINCIPAL_SCOPE_KEY = "vidforge.principal"
+DISCOVERY_TTL_MS = 3_600_000
+RESOURCE_TTL_MS = 60_000
+LISTEN_WAIT_S = 10.0
+
+INSTRUCTIONS = (
+    "vidforge renders uploaded video assets to mp4/webm/mov. Read vidforge://capabilities (or call "
+    "vidforge_get_capabilities) first: it states the task semantics, fallbacks and error catalog."
+)
+
+_VIDEO_URI = re.compile(r"^vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)$")
+_PREVIEW_URI = re.compile(r"^vidforge://renders/(?P<id>[A-Za-z0-9_-]{1,128})/watermark-preview\.png$")
+
+
+def discover_result() -> dict[str, Any]:
+    """Contract §1: exactly these capabilities, `ttlMs` 3 600 000, private scope."""
+    return {
+        "resultType": "complete",
+        "supportedVersions": [PROTOCOL_VERSION],
+        "capabilities": {
+            "tools": {"listChanged": True},
+            "resources": {},
+            "extensions": {TASKS_EXTENSION: {}},
+        },
+        "instructions": INSTRUCTIONS,
+        "ttlMs": DISCOVERY_TTL_MS,
+        "cacheScope": "private",
+    }
+
+
+def caller_of(ctx: Any) -> Caller:
+    """Per-request negotiated capabilities ([1.negotiated-caps]) and the authenticated principal."""
+    meta = (ctx.params or {}).get("_meta") or {}
+    caps = meta.get(CLIENT_CAPABILITIES_META_KEY) or {}
+    extensions = caps.get("extensions") or {}
+    elicitation = caps.get("elicitation")
+    # An empty `elicitation: {}` means form mode (core: the default mode when none is named).
+    form = isinstance(elicitation, dict) and ("form" in elicitation or not elicitation)
+    request = ctx.request
+    principal = request.scope.get(PRINCIPAL_SCOPE_KEY, "local") if request is not None else "local"
+    return Caller(principal=principal, tasks=TASKS_EXTENSION in extensions, elicitation_form=form)
+
+
+def _headers(ctx: Any) -> Any:
+    return ctx.request.headers if ctx.request is not None else None
+
+
+def resource_not_found(uri: str) -> MCPError:
+    """2026-07-28 retired -32002: resource not found is -32602."""
+    error = VidforgeError(
+        code="resource_not_found",
+        message="No such resource for this credential.",
+        field="uri",
+        reason="The URI names no capability document, video or preview this credential can read.",
+        repair=repair("list_resources", "vidforge_get_capabilities", {}, "Use resources/list and resources/templates/list."),
+    )
+    return as_mcp_error(error)
+
+
+class VidforgeServer:
+    """Builds the SDK server wired to a `RenderService`."""
+
+    def __init__(self, service: RenderService) -> None:
+        self.service = service
+        self.tools = ToolCalls(service, clock_ms=lambda: int(time.time() * 1000))
+        self.tasks = TaskMethods(service)
+        self.server: Server[Any] = Server(
+            SERVER_NAME,
+            version=server_version(),
+            instructions=INSTRUCTIONS,
+            get_tool_input_schema=lambda name: input_schemas().get(name),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+        )
+        self.server.extensions[TASKS_EXTENSION] = {}
+        self.server.add_request_handler("server/discover", RequestParams, self._discover)
+        self.server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, self._listen)
+        self.server.add_request_handler("tasks/get", TaskParams, self._tasks_get)
+        self.server.add_request_handler("tasks/update", UpdateTaskParams, self._tasks_update)
+        self.server.add_request_handler("tasks/cancel", TaskParams, self._tasks_cancel)
+
+    async def _discover(self, ctx: Any, params: Any) -> dict[str, Any]:
+        return discover_result()
+
+    async def _list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
+        return {"tools": tool_definitions(), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+
+    async def _call_tool(self, ctx: Any, params: CallToolRequestParams) -> dict[str, Any]:
+        if not self.tools.known(params.name):
+            raise as_mcp_error(unknown_tool(params.name))
+        return await self.tools.call(caller_of(ctx), params.name, params.arguments)
+
+    async def _list_resources(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
+        return {
+            "resources": [
+                {
+                    "uri": CAPABILITIES_URI,
+                    "name": "capabilities",
+                    "title": "vidforge capability summary",
+                    "description": "What vidforge does and does not do, task semantics, fallbacks, error catalog.",
+                    "mimeType": "application/json",
+                }
+            ],
+            "ttlMs": DISCOVERY_TTL_MS,
+            "cacheScope": "private",
+        }
+
+    async def _list_templates(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
+        return {"resourceTemplates": RESOURCE_TEMPLATES, "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+
+    async def _read_resource(self, ctx: Any, params: ReadResourceRequestParams) -> dict[str, Any]:
+        uri = str(params.uri)
+        principal = caller_of(ctx).principal
+        if uri == CAPABILITIES_URI:
+            contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(capability_summary(), indent=2)}
+            return {"contents": [contents], "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+        try:
+            if match := _VIDEO_URI.match(uri):
+                artifact, data = await self.service.read_video(principal, match["id"], match["ext"])
+                mime = artifact["mime"]
+            elif match := _PREVIEW_URI.match(uri):
+                data, mime = await self.service.read_preview(principal, match["id"]), "image/png"
+            else:
+                raise resource_not_found(uri)
+        except VidforgeError as error:
+            raise as_mcp_error(error) from None
+        contents = {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
+        return {"contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
+
+    async def _tasks_get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        return await self.tasks.get(caller_of(ctx), _headers(ctx), params)
+
+    async def _tasks_update(self, ctx: Any, params: UpdateTaskParams) -> dict[str, Any]:
+        return await self.tasks.update(caller_of(ctx), _headers(ctx), params)
+
+    async def _tasks_cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        return await self.tasks.cancel(caller_of(ctx), _headers(ctx), params)
+
+    async def _listen(self, ctx: Any, params: SubscriptionsListenRequestParams) -> dict[str, Any]:
+        """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) on every
+        status change of the requested tasks. Tools and resources never change at runtime, so those
+        opt-ins are honoured and simply never fire. The stream ends gracefully once every task is terminal.
+        """
+        caller = caller_of(ctx)
+        subscription_id = ctx.request_id
+        meta = {SUBSCRIPTION_ID_META_KEY: subscription_id}
+        requested = params.notifications.model_dump(by_alias=True, exclude_none=True)
+        task_ids = requested.pop("taskIds", None)
+        honored = {k: v for k, v in requested.items() if k in ("toolsListChanged", "resourcesListChanged") and v}
+        records: dict[str, dict[str, Any]] = {}
+        if task_ids is not None:
+            if not caller.tasks:
+                raise missing_tasks_capability()
+            if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+                raise MCPError(code=-32602, message="notifications.taskIds must be an array of strings")
+            for task_id in dict.fromkeys(task_ids):
+                rec = await self.service.get_render(caller.principal, task_id)
+                if rec is not None:
+                    records[task_id] = rec
+            honored["taskIds"] = list(records)
+
+        async def send(method: str, body: dict[str, Any]) -> None:
+            await ctx.session.send_notification(
+                TaskStatusNotification.model_construct(method=method, params={**body, "_meta": meta}),
+                related_request_id=subscription_id,
+            )
+
+        await send("notifications/subscriptions/acknowledged", {"notifications": honored})
+        last_status = {task_id: rec["status"] for task_id, rec in records.items()}
+        versions = {task_id: rec["version"] for task_id, rec in records.items()}
+        while records and not all(views.is_terminal(r) for r in records.values()):
+            for rec in await self.service.watch(caller.principal, list(records), versions, LISTEN_WAIT_S):
+                records[rec["task_id"]] = rec
+                versions[rec["task_id"]] = rec["version"]
+                if rec["status"] != last_status[rec["task_id"]]:
+                    last_status[rec["task_id"]] = rec["status"]
+                    task = views.detailed_task(rec, caller)
+                    task.pop("resultType")
+                    await send("notifications/tasks", task)
+        if not records and honored:
+            # Only never-firing list-change opt-ins: hold the stream until the client closes it.
+            await anyio.sleep_forever()
+        return {"resultType": "complete", "_meta": meta}

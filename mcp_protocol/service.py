@@ -1,0 +1,60 @@
+"""The narrow interface between the wire and the engine.
+
+`mcp_protocol` speaks only to this protocol; `serve_app` implements it over Ray (TaskRegistry actor,
+render driver, asset and artifact stores). Records are the TaskRegistry's plain dicts. Keeping Ray out of
+this room lets the wire be tested in-process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """Operator settings the wire needs to state honestly (retention, limits, download base)."""
+
+    result_retention_s: int = 604_800
+    max_inline_resource_bytes: int = 8 * 1024 * 1024
+    public_base_url: str = "http://127.0.0.1:8000"
+
+
+@dataclass(frozen=True)
+class ResourceBody:
+    mime_type: str
+    data: bytes
+
+
+class RenderService(Protocol):
+    settings: ServiceSettings
+
+    async def create_render(self, principal: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Validate the sources, create the task durably and start rendering; return its record.
+
+        Raises `VidforgeError` (source_not_found, unsupported_codec, render_quota_exceeded, render_failed).
+        A replayed `idempotency_key` returns the existing record.
+        """
+
+    async def get_render(self, principal: str, render_id: str) -> dict[str, Any] | None:
+        """The record, or None when unknown or another principal's (answered identically)."""
+
+    async def answer_approval(
+        self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None
+    ) -> dict[str, Any]:
+        """Record a watermark decision: `{"outcome": recorded|replayed|conflict|not_pending|ignored|not_found,
+        "task": record|None}`."""
+
+    async def cancel_render(self, principal: str, render_id: str) -> dict[str, Any] | None:
+        """Ask the render to stop (cooperative); None when unknown or foreign."""
+
+    async def watch(
+        self, principal: str, render_ids: list[str], versions: dict[str, int], timeout_s: float
+    ) -> list[dict[str, Any]]:
+        """Long-poll: records among `render_ids` whose version moved past `versions`."""
+
+    async def read_video(self, principal: str, render_id: str, ext: str) -> tuple[dict[str, Any], bytes | None]:
+        """The artifact record and its bytes (None when over the inline limit); raises VidforgeError."""
+
+    async def read_preview(self, principal: str, render_id: str) -> bytes:
+        """The watermark preview PNG; raises VidforgeError when there is none for this principal."""

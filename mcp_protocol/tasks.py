@@ -1,0 +1,148 @@
+"""The `io.modelcontextprotocol/tasks` extension methods (ext-tasks 2026-07-28, contract §3).
+
+Served as plain request handlers on the SDK's low-level server: `tasks/get`, `tasks/update`,
+`tasks/cancel`, and the `taskIds` filter of `subscriptions/listen`. There is no `tasks/result` and no
+`tasks/list` — those stay unregistered, so the SDK answers them `-32601`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import decode_header_value
+from mcp_types import RequestParams
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcp_protocol import views
+from mcp_protocol.catalog import STATUS_TOOL, video_uri
+from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
+from mcp_protocol.identity import TASKS_EXTENSION
+from mcp_protocol.service import RenderService
+from mcp_protocol.timefmt import iso_ms
+from mcp_protocol.views import Caller
+
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
+
+
+class TaskParams(RequestParams):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    task_id: str = Field(alias="taskId")
+
+
+class UpdateTaskParams(TaskParams):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class TaskStatusNotification(BaseModel):
+    """`notifications/tasks`; the SDK's session only needs `model_dump` of a method/params pair."""
+
+    jsonrpc: Literal["2.0"] = "2.0"
+    method: Literal["notifications/tasks"] = "notifications/tasks"
+    params: dict[str, Any]
+
+
+def missing_tasks_capability() -> MCPError:
+    """ext-tasks: a request that did not declare the extension cannot operate on tasks (-32021)."""
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message="Missing required client capability",
+        data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def check_mcp_name(headers: Any, task_id: str) -> None:
+    """ext-tasks HTTP routing: `Mcp-Name` MUST equal `params.taskId` (the SDK checks only core methods)."""
+    raw = headers.get("mcp-name") if headers is not None else None
+    if raw is None:
+        raise MCPError(code=HEADER_MISMATCH, message="Header mismatch: Mcp-Name header is required on tasks/*")
+    if decode_header_value(raw) != task_id:
+        raise MCPError(
+            code=HEADER_MISMATCH,
+            message=f"Header mismatch: Mcp-Name header value {raw!r} does not match body taskId {task_id!r}",
+        )
+
+
+def task_not_found() -> MCPError:
+    """Unknown and foreign ids answer identically ([7.task-handles]: a foreign id is not disclosed)."""
+    return MCPError(code=-32602, message="Failed to retrieve task: Task not found")
+
+
+def task_expired(rec: dict[str, Any]) -> MCPError:
+    """Contract §3.6: after `ttlMs`, -32602 with the envelope routing to the 7-day status surface."""
+    render_id = rec["task_id"]
+    ext = rec["arguments"].get("output_format", "mp4")
+    error = VidforgeError(
+        code="task_expired",
+        message="Task state was deleted after its TTL; render results remain reachable for 7 days.",
+        field="taskId",
+        value=render_id,  # server-minted, known-safe per [6.offending-value]
+        reason=f"ttlMs elapsed at {iso_ms(rec['created_at_ms'] + rec['ttl_ms'])}.",
+        repair=repair(
+            "check_render_status",
+            STATUS_TOOL,
+            {"render_id": render_id},
+            f"If the render completed, read {video_uri(render_id, ext)} directly.",
+        ),
+    )
+    mcp_error = as_mcp_error(error)
+    mcp_error.error.message = "Unknown or expired task."
+    return mcp_error
+
+
+def approval_answer(response: Any) -> tuple[bool, str | None] | None:
+    """Read an elicitation answer: accept → the form's decision; decline → a rejection; cancel → no answer."""
+    if not isinstance(response, dict):
+        return None
+    action = response.get("action")
+    if action == "decline":
+        return False, "User declined the approval form."
+    if action != "accept":
+        return None
+    content = response.get("content") or {}
+    approved = content.get("approved") if isinstance(content, dict) else None
+    if not isinstance(approved, bool):
+        return None
+    note = content.get("note")
+    return approved, note if isinstance(note, str) else None
+
+
+class TaskMethods:
+    def __init__(self, service: RenderService) -> None:
+        self._service = service
+
+    async def _record(self, caller: Caller, headers: Any, task_id: str) -> dict[str, Any]:
+        check_mcp_name(headers, task_id)
+        if not caller.tasks:
+            raise missing_tasks_capability()
+        rec = await self._service.get_render(caller.principal, task_id)
+        if rec is None:
+            raise task_not_found()
+        if time.time() * 1000 > rec["created_at_ms"] + rec["ttl_ms"]:
+            raise task_expired(rec)
+        return rec
+
+    async def get(self, caller: Caller, headers: Any, params: TaskParams) -> dict[str, Any]:
+        """`tasks/get` → the DetailedTask with `resultType: "complete"`, terminal payloads inline."""
+        return views.detailed_task(await self._record(caller, headers, params.task_id), caller)
+
+    async def update(self, caller: Caller, headers: Any, params: UpdateTaskParams) -> dict[str, Any]:
+        """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored."""
+        rec = await self._record(caller, headers, params.task_id)
+        for key, response in params.input_responses.items():
+            if key != rec.get("input_key"):
+                continue
+            answer = approval_answer(response)
+            if answer is not None:
+                approved, note = answer
+                await self._service.answer_approval(caller.principal, rec["task_id"], approved, note, key=key)
+        return {"resultType": "complete"}
+
+    async def cancel(self, caller: Caller, headers: Any, params: TaskParams) -> dict[str, Any]:
+        """`tasks/cancel` → empty ack, cooperative, idempotent on terminal tasks."""
+        rec = await self._record(caller, headers, params.task_id)
+        await self._service.cancel_render(caller.principal, rec["task_id"])
+        return {"resultType": "complete"}

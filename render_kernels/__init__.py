@@ -1,0 +1,38 @@
+"""vidforge render kernels: pure PyAV/numpy functions that Ray tasks call (no Ray, no HTTP here).
+
+probe -> plan_segments -> encode_segment x N (parallel) + encode_audio -> render_preview (approval gate)
+-> mux_segments. Everything passed between steps is a plain picklable value; raw frames never leave the
+function that decoded them.
+"""
+
+from .audio import EncodedAudio, encode_audio
+from .encoders import choose_video_encoder
+from .errors import UnsupportedMedia
+from .images import probe_image
+from .mux import MuxStats, mux_segments
+from .plan import Segment, plan_segments
+from .preview import render_preview
+from .probe import AudioInfo, SourceInfo, probe
+from .spec import RenderSpec, WatermarkSpec, output_size
+from .video import EncodedSegment, encode_segment
+
+__all__ = [
+    "AudioInfo",
+    "EncodedAudio",
+    "EncodedSegment",
+    "MuxStats",
+    "RenderSpec",
+    "Segment",
+    "SourceInfo",
+    "UnsupportedMedia",
+    "WatermarkSpec",
+    "choose_video_encoder",
+    "encode_audio",
+    "encode_segment",
+    "mux_segments",
+    "output_size",
+    "plan_segments",
+    "probe",
+    "probe_image",
+    "render_preview",
+]

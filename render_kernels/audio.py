@@ -1,0 +1,90 @@
+"""Encode the source's audio once for the whole render (AAC for mp4/mov, Opus for webm)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import av
+from av.audio.resampler import AudioResampler
+
+from .errors import UnsupportedMedia
+from .probe import describe, open_input
+
+AAC_BIT_RATE = 160_000
+OPUS_BIT_RATE = 128_000
+OPUS_SAMPLE_RATE = 48_000  # Opus always runs at 48 kHz internally; other rates would be resampled anyway
+
+
+@dataclass
+class EncodedAudio:
+    """The whole encoded audio track: picklable packets with timestamps in `time_base` (1/sample_rate)."""
+
+    codec: str
+    packets: list[bytes]
+    pts: list[int]
+    dts: list[int]
+    time_base: tuple[int, int]
+    sample_rate: int
+    channels: int
+    layout: str
+    extradata: bytes | None
+    stats: dict = field(default_factory=dict)  # wall_s, samples
+
+
+def encode_audio(source_path: str, output_format: str) -> EncodedAudio | None:
+    """Decode, resample and encode the first audio stream; None when the source has no audio.
+
+    Mono stays mono; everything else is downmixed to stereo. The track starts with the video (its first
+    sample is laid at time 0): the source's audio/video start offset, if any, is not preserved.
+    """
+    started = time.perf_counter()
+    codec = "libopus" if output_format == "webm" else "aac"
+    with open_input(source_path) as container:
+        if not container.streams.audio:
+            return None
+        stream = container.streams.audio[0]
+        source = stream.codec_context
+        rate = OPUS_SAMPLE_RATE if codec == "libopus" else source.sample_rate
+        layout = "mono" if source.channels == 1 else "stereo"
+
+        encoder = av.CodecContext.create(codec, "w")
+        encoder.sample_rate = rate
+        encoder.layout = layout
+        encoder.format = encoder.codec.audio_formats[0]
+        encoder.time_base = Fraction(1, rate)
+        encoder.bit_rate = OPUS_BIT_RATE if codec == "libopus" else AAC_BIT_RATE
+        encoder.flags |= av.codec.context.Flags.global_header
+        encoder.open()
+        # The resampler also re-chunks into the encoder's fixed frame size (1024 for AAC, 960 for Opus).
+        resampler = AudioResampler(format=encoder.format, layout=layout, rate=rate, frame_size=encoder.frame_size)
+
+        out = EncodedAudio(
+            codec=codec, packets=[], pts=[], dts=[], time_base=(1, rate), sample_rate=rate,
+            channels=encoder.channels, layout=layout, extradata=None,
+        )
+        samples = 0
+
+        def encode(chunks) -> None:
+            nonlocal samples
+            for chunk in chunks:
+                if chunk is not None:  # sample-counted timestamps, gap-free from 0
+                    chunk.pts, chunk.time_base = samples, encoder.time_base
+                    samples += chunk.samples
+                for packet in encoder.encode(chunk):
+                    out.packets.append(bytes(packet))
+                    out.pts.append(packet.pts)
+                    out.dts.append(packet.dts)
+
+        try:
+            for frame in container.decode(stream):
+                frame.pts = None  # timestamps are re-derived from sample counts above
+                encode(resampler.resample(frame))
+        except av.FFmpegError as err:
+            raise UnsupportedMedia(f"cannot decode audio: {describe(err)}") from err
+        encode(resampler.resample(None))
+        encode([None])
+    out.extradata = encoder.extradata
+    out.stats = {"wall_s": time.perf_counter() - started, "samples": samples}
+    return out

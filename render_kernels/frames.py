@@ -1,0 +1,40 @@
+"""Reading source frames from a keyframe onwards (shared by segment encoding and the preview)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import av
+
+from .errors import UnsupportedMedia
+from .probe import SourceInfo, describe, main_video_stream, open_input
+
+DECODER_THREADS = 2  # decoding is bit-exact at any thread count; kept small as tasks run one per core
+
+
+@contextmanager
+def open_video(path: str) -> Iterator[tuple[av.container.InputContainer, av.VideoStream]]:
+    """The source's first video stream, set up for threaded decoding."""
+    with open_input(path) as container:
+        stream = main_video_stream(container)
+        stream.thread_type = "AUTO"
+        stream.codec_context.thread_count = DECODER_THREADS
+        yield container, stream
+
+
+def frames_from(container: av.container.InputContainer, stream: av.VideoStream, info: SourceInfo,
+                start_s: float) -> Iterator[av.VideoFrame]:
+    """Frames in presentation order from the frame at `start_s` (a keyframe time, as in SourceInfo) onwards.
+
+    Seeks to the keyframe at or before the start and drops anything earlier (e.g. open-GOP leading frames).
+    """
+    start_pts = round((info.start_time_s + start_s) / stream.time_base)
+    if start_s > 0:  # the first segment reads from the top; no seek needed
+        container.seek(start_pts, stream=stream, backward=True)
+    try:
+        for frame in container.decode(stream):
+            if frame.pts is None or frame.pts >= start_pts:
+                yield frame
+    except av.FFmpegError as err:
+        raise UnsupportedMedia(f"cannot decode: {describe(err)}") from err

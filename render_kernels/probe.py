@@ -1,0 +1,191 @@
+"""Probe a source video: every fact planning and encoding need, from one bounded demux pass."""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_left
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+
+from .errors import UnsupportedMedia
+
+# Output frame rates are kept to denominators <= 1001 so that the float `fps` in SourceInfo converts back to
+# the exact same rational everywhere (encoder time base, mux stream rate): see `frame_rate`.
+MAX_RATE_DENOMINATOR = 1001
+# Declared stream rates are trusted when within this relative distance of the measured average rate.
+RATE_TOLERANCE = 0.005
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    codec: str
+    sample_rate: int
+    channels: int
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Facts about a source video. Times are seconds from the first video frame (which is at 0.0).
+
+    `duration_s` is `frame_count / fps` (the duration of the constant-frame-rate output); `fps` is the
+    average frame rate. The fields after `audio` are extras with defaults, so a hand-built SourceInfo
+    with only the contract fields still works (keyframe frame indices are then derived from times and fps).
+    """
+
+    path: str
+    duration_s: float
+    fps: float
+    frame_count: int
+    width: int
+    height: int
+    video_codec: str
+    keyframe_times: tuple[float, ...]
+    audio: AudioInfo | None
+    start_time_s: float = 0.0  # stream timestamp of the first frame, for seeking
+    keyframe_frames: tuple[int, ...] = ()  # presentation index of each keyframe, parallel to keyframe_times
+
+    def keyframes(self) -> list[tuple[int, float]]:
+        """(frame index, time) of each keyframe, always starting with frame 0 at 0.0."""
+        frames = self.keyframe_frames or tuple(round(t * self.fps) for t in self.keyframe_times)
+        starts = [(0, 0.0)]
+        starts += [(f, t) for f, t in zip(frames, self.keyframe_times) if 0 < f < self.frame_count]
+        return starts
+
+
+def frame_rate(fps: float) -> Fraction:
+    """The exact output frame rate for a SourceInfo.fps value."""
+    return Fraction(fps).limit_denominator(MAX_RATE_DENOMINATOR)
+
+
+def open_input(path: str) -> av.container.InputContainer:
+    """Open a local media file, turning "not media" into UnsupportedMedia (a missing file stays OSError)."""
+    if os.path.getsize(path) == 0:
+        raise UnsupportedMedia("file is empty")
+    try:
+        return av.open(path, metadata_errors="ignore")
+    except av.FFmpegError as err:
+        raise UnsupportedMedia(f"cannot open: {describe(err)}") from err
+
+
+def describe(err: av.FFmpegError) -> str:
+    """FFmpeg's message for an error, lower-cased, without the file name PyAV appends."""
+    return (err.strerror or str(err)).lower()
+
+
+def is_still_image_format(container: av.container.InputContainer) -> bool:
+    """True for FFmpeg's image demuxers (png_pipe, jpeg_pipe, image2, ...)."""
+    name = container.format.name
+    return name.startswith("image2") or name.endswith("_pipe")
+
+
+def main_video_stream(container: av.container.InputContainer) -> av.VideoStream:
+    """The first real video stream (cover art in audio files is a one-picture "video" stream: skipped)."""
+    for stream in container.streams.video:
+        if not stream.disposition & av.stream.Disposition.attached_pic:
+            return stream
+    raise UnsupportedMedia("no video stream")
+
+
+def probe(path: str) -> SourceInfo:
+    """Probe a source video with one demux pass (exact frame count, keyframes) plus one decoded frame.
+
+    The work is bounded by the file size: packets are read once, and only the first picture is decoded to
+    prove the stream is decodable. Raises UnsupportedMedia for empty, corrupt, truncated, audio-only or
+    still-image input; a missing file raises FileNotFoundError (the caller's "source not found").
+    """
+    with open_input(path) as container:
+        if is_still_image_format(container):
+            raise UnsupportedMedia("file is a still image, not a video")
+        if container.format.name == "tty":  # FFmpeg "plays" .txt files as ANSI art
+            raise UnsupportedMedia("file is text, not a video")
+        video = main_video_stream(container)
+        audio = container.streams.audio[0] if container.streams.audio else None
+        scan = _scan(container, video, audio)
+
+        tb = video.time_base
+        first = min(scan.video_pts)
+        count = len(scan.video_pts)
+        if video.frames and count < video.frames:
+            raise UnsupportedMedia(f"file is truncated: {count} of {video.frames} video frames present")
+        rate = _average_rate(video, scan.video_pts, count)
+        ordered = sorted(scan.video_pts)
+        keyframe_pts = sorted(set(scan.keyframe_pts))
+        ctx = video.codec_context
+        return SourceInfo(
+            path=path,
+            duration_s=float(count / rate),
+            fps=float(rate),
+            frame_count=count,
+            width=ctx.width,
+            height=ctx.height,
+            video_codec=ctx.name,
+            keyframe_times=tuple(float((p - first) * tb) for p in keyframe_pts),
+            audio=_audio_info(audio, scan.audio_ticks) if audio is not None else None,
+            start_time_s=float(first * tb),
+            keyframe_frames=tuple(bisect_left(ordered, p) for p in keyframe_pts),
+        )
+
+
+@dataclass
+class _Scan:
+    video_pts: list[int]
+    keyframe_pts: list[int]
+    audio_ticks: int  # summed audio packet durations, in the audio stream's time base
+
+
+def _scan(container, video, audio) -> _Scan:
+    """Read every packet once; decode only until the first picture appears."""
+    scan = _Scan([], [], 0)
+    decoded = False
+    streams = [video] if audio is None else [video, audio]
+    try:
+        for packet in container.demux(streams):
+            if packet.size == 0 or packet.is_discard:  # flush markers and edit-list-discarded packets
+                continue
+            if packet.stream is audio:
+                scan.audio_ticks += packet.duration or 0
+                continue
+            pts = packet.pts if packet.pts is not None else packet.dts
+            if pts is None:
+                raise UnsupportedMedia("video packets carry no timestamps")
+            scan.video_pts.append(pts)
+            if packet.is_keyframe:
+                scan.keyframe_pts.append(pts)
+            if not decoded:
+                decoded = bool(packet.decode())
+        decoded = decoded or bool(video.decode(None))
+    except av.FFmpegError as err:
+        raise UnsupportedMedia(f"cannot decode: {describe(err)}") from err
+    if not scan.video_pts:
+        raise UnsupportedMedia("no video frames")
+    if not decoded:
+        raise UnsupportedMedia("cannot decode: no video frame could be decoded")
+    return scan
+
+
+def _average_rate(video, pts: list[int], count: int) -> Fraction:
+    """Average frame rate: the declared rate when it matches the measured one (it is exact), else measured."""
+    span = (max(pts) - min(pts)) * video.time_base
+    if count < 2 or span <= 0:
+        declared = video.average_rate or video.guessed_rate
+        if not declared:
+            raise UnsupportedMedia("cannot determine the frame rate")
+        return Fraction(declared).limit_denominator(MAX_RATE_DENOMINATOR)
+    measured = (count - 1) / span
+    for declared in (video.average_rate, video.guessed_rate):
+        if declared and abs(declared - measured) <= measured * RATE_TOLERANCE:
+            return Fraction(declared).limit_denominator(MAX_RATE_DENOMINATOR)
+    return measured.limit_denominator(MAX_RATE_DENOMINATOR)
+
+
+def _audio_info(audio, ticks: int) -> AudioInfo:
+    ctx = audio.codec_context
+    return AudioInfo(
+        codec=ctx.name,
+        sample_rate=ctx.sample_rate,
+        channels=ctx.channels,
+        duration_s=float(ticks * audio.time_base),
+    )

@@ -1,0 +1,1 @@
+"""vidforge serve_app."""

@@ -1,0 +1,94 @@
+"""`vidforge` command line: `vidforge serve` and `vidforge assets add PATH` (architecture: operator interface)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from serve_app.auth import LOCAL_PRINCIPAL, TokenFileError, check_bind_allowed, load_tokens
+from serve_app.config import Config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
+    try:
+        check_bind_allowed(config.host, load_tokens(config.tokens_file))
+    except TokenFileError as exc:
+        print(f"vidforge: {exc}", file=sys.stderr)
+        return 2
+    os.makedirs(config.data_dir, exist_ok=True)
+
+    import ray
+
+    from serve_app.deployment import deploy
+    from serve_app.handles import registry_handle
+    from serve_app.supervisor import supervisor_handle
+
+    ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
+    ray.get(registry_handle(config).start.remote())
+    # Resumes renders that were in flight when the server last stopped, before accepting new ones.
+    ray.get(supervisor_handle(config).ready.remote())
+    deploy(config)
+    print(f"vidforge MCP endpoint: http://{config.host}:{config.port}/mcp", flush=True)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    print("vidforge: shutting down", flush=True)
+    from ray import serve
+
+    serve.shutdown()
+    ray.shutdown()
+    return 0
+
+
+def _assets_add(args: argparse.Namespace) -> int:
+    from render_kernels import UnsupportedMedia
+    from serve_app.assets import AssetStore, AssetTooLarge
+
+    config = Config.from_env(data_dir=args.data_dir)
+    store = AssetStore(config.data_dir, config.max_asset_bytes)
+    try:
+        asset = store.add_file(args.path, args.principal)
+    except FileNotFoundError:
+        print(f"vidforge: no such file: {args.path}", file=sys.stderr)
+        return 2
+    except (UnsupportedMedia, AssetTooLarge) as exc:
+        print(f"vidforge: rejected {args.path}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+        return 2
+    print(f"{asset.kind} {asset.size_bytes} bytes")
+    print(asset.uri)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="vidforge", description="vidforge: an MCP server that renders videos on Ray.")
+    sub = root.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start (or join) Ray and serve MCP at http://HOST:PORT/mcp")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--data-dir", default=None, help="default: $VIDFORGE_DATA_DIR or .vidforge")
+    serve.add_argument("--ray-address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS or local)")
+    serve.set_defaults(func=_serve)
+
+    assets = sub.add_parser("assets", help="manage source assets").add_subparsers(dest="assets_command", required=True)
+    add = assets.add_parser("add", help="probe and store a video or image; prints its vidforge://assets/<id> URI")
+    add.add_argument("path")
+    add.add_argument("--data-dir", default=None)
+    add.add_argument("--principal", default=LOCAL_PRINCIPAL, help="owner of the asset (a principal of the tokens file)")
+    add.set_defaults(func=_assets_add)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

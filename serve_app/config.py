@@ -1,0 +1,82 @@
+"""Operator configuration: the architecture page's environment variables and CLI flags, one place."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw not in (None, "") else default
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: str = ".vidforge"
+    ray_address: str | None = None
+    tokens_file: str | None = None
+    task_ttl_ms: int = 86_400_000
+    result_retention_s: int = 604_800
+    approval_timeout_s: float = 1800.0
+    poll_interval_ms: int = 10_000
+    max_concurrent_renders: int = 4
+    max_asset_bytes: int = 2 * 1024**3
+    max_mcp_body_bytes: int = 1024 * 1024
+    max_inline_resource_bytes: int = 8 * 1024 * 1024
+    sweep_interval_s: float = 5.0
+    namespace: str = "vidforge"
+    render_workers: int = 0  # 0: every CPU the cluster has
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Config":
+        values = dict(
+            data_dir=os.environ.get("VIDFORGE_DATA_DIR", ".vidforge"),
+            ray_address=os.environ.get("RAY_ADDRESS") or None,
+            tokens_file=os.environ.get("VIDFORGE_TOKENS_FILE") or None,
+            task_ttl_ms=_env_int("VIDFORGE_TASK_TTL_MS", 86_400_000),
+            result_retention_s=_env_int("VIDFORGE_RESULT_RETENTION_S", 604_800),
+            approval_timeout_s=_env_float("VIDFORGE_APPROVAL_TIMEOUT_S", 1800.0),
+            poll_interval_ms=_env_int("VIDFORGE_POLL_INTERVAL_MS", 10_000),
+            max_concurrent_renders=_env_int("VIDFORGE_MAX_CONCURRENT_RENDERS", 4),
+            max_asset_bytes=_env_int("VIDFORGE_MAX_ASSET_BYTES", 2 * 1024**3),
+            max_mcp_body_bytes=_env_int("VIDFORGE_MAX_MCP_BODY_BYTES", 1024 * 1024),
+            max_inline_resource_bytes=_env_int("VIDFORGE_MAX_INLINE_RESOURCE_BYTES", 8 * 1024 * 1024),
+            sweep_interval_s=_env_float("VIDFORGE_SWEEP_INTERVAL_S", 5.0),
+            namespace=os.environ.get("VIDFORGE_NAMESPACE", "vidforge"),
+            render_workers=_env_int("VIDFORGE_RENDER_WORKERS", 0),
+        )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        values["data_dir"] = str(Path(values["data_dir"]).resolve())
+        return cls(**values)
+
+    def registry_config(self) -> dict:
+        return {
+            "task_ttl_ms": self.task_ttl_ms,
+            "result_retention_s": self.result_retention_s,
+            "poll_interval_ms": self.poll_interval_ms,
+            "max_concurrent_renders": self.max_concurrent_renders,
+            "sweep_interval_s": self.sweep_interval_s,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str) -> "Config":
+        return cls(**json.loads(raw))
+
+    @property
+    def public_base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"

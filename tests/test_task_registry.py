@@ -1,0 +1,691 @@
+"""TaskRegistry: the task lifecycle contract (ext-tasks state machine, idempotency, quota, approvals,
+housekeeping, durability), exercised on the plain class with a fake clock; plus one Ray restart test."""
+
+import asyncio
+import os
+import pickle
+import re
+import sqlite3
+import time
+import uuid
+
+import pytest
+
+from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry, TaskStore
+
+T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
+HOUR_S = 3600
+DAY_S = 24 * HOUR_S
+# Long enough that the background sweep never runs on its own; tests call sweep() themselves.
+QUIET = {"sweep_interval_s": 3600}
+
+TIMEOUT_RESULT = {"isError": True, "structuredContent": {"code": "watermark_approval_timeout"}}
+REJECTED_RESULT = {"isError": True, "structuredContent": {"code": "watermark_rejected"}}
+DONE_RESULT = {"isError": False, "structuredContent": {"status": "completed"}}
+ERROR = {"code": -32603, "message": "Internal error"}
+TERMINAL_PAYLOAD = {
+    "completed": {"result": DONE_RESULT},
+    "failed": {"error": ERROR},
+    "cancelled": {},
+}
+PENDING_INPUT = {
+    "input_key": "watermark-approval-1",
+    "input_seq": 1,
+    "input_request": {"preview_uri": "vidforge://renders/x/watermark-preview.png"},
+    "approval_deadline_ms": int((T0 + 1800) * 1000),
+    "timeout_result": TIMEOUT_RESULT,
+    "phase": "awaiting_watermark_approval",
+}
+
+
+class FakeClock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make(tmp_path, clock=None, **config):
+    return TaskRegistry(str(tmp_path), {**QUIET, **config}, clock or FakeClock())
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def new_task(reg, principal="alice", **kwargs):
+    return (await reg.create(principal, {"source_asset_uri": "vidforge://assets/a_1"}, **kwargs))["task"]
+
+
+async def ask_approval(reg, task_id, deadline_s=T0 + 1800):
+    return await reg.request_input(
+        task_id, {"preview_uri": "vidforge://renders/p.png"}, int(deadline_s * 1000), TIMEOUT_RESULT
+    )
+
+
+async def task_in(reg, status):
+    """A fresh task brought to ``status`` through the public driver methods."""
+    task = await new_task(reg)
+    if status == "input_required":
+        return await ask_approval(reg, task["task_id"])
+    if status in TERMINAL_PAYLOAD:
+        return await reg.finish(task["task_id"], status, **TERMINAL_PAYLOAD[status])
+    return task
+
+
+# -- creation ------------------------------------------------------------------------------------------
+
+
+def test_create_returns_a_working_queued_record(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        created = await reg.create("alice", {"resolution": "1080p"}, idempotency_key="k1")
+        task = created["task"]
+        assert created["created"] is True
+        assert re.fullmatch(r"task_[a-z2-7]{26}", task["task_id"])
+        assert task["principal"] == "alice"
+        assert task["arguments"] == {"resolution": "1080p"}
+        assert task["status"] == "working" and task["phase"] == "queued"
+        assert task["status_message"] == "Render queued; encoding starts shortly."
+        assert task["created_at_ms"] == task["last_updated_at_ms"] == int(T0 * 1000)
+        assert task["ttl_ms"] == 86_400_000 and task["poll_interval_ms"] == 10_000
+        assert task["version"] == 1 and task["attempt"] == 0 and task["input_seq"] == 0
+        assert task["result"] is task["error"] is task["artifact"] is task["approval"] is None
+        assert await reg.get("alice", task["task_id"]) == task
+
+    run(scenario())
+
+
+def test_returned_records_are_copies(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task = await new_task(reg)
+        task["status"] = "completed"
+        task["arguments"]["source_asset_uri"] = "tampered"
+        stored = await reg.get_any(task["task_id"])
+        assert stored["status"] == "working"
+        assert stored["arguments"]["source_asset_uri"] == "vidforge://assets/a_1"
+
+    run(scenario())
+
+
+def test_foreign_task_reads_like_an_unknown_one(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task = await new_task(reg, "alice")
+        assert await reg.get("mallory", task["task_id"]) is None
+        assert await reg.get("mallory", "task_doesnotexist") is None
+        assert await reg.request_cancel("mallory", task["task_id"]) is None
+        assert await reg.get_artifact("mallory", task["task_id"]) is None
+        assert await reg.get_any("task_doesnotexist") is None
+
+    run(scenario())
+
+
+# -- state machine ---------------------------------------------------------------------------------------
+
+LEGAL = [
+    ("working", "working"),
+    ("working", "input_required"),
+    ("working", "completed"),
+    ("working", "failed"),
+    ("working", "cancelled"),
+    ("input_required", "input_required"),
+    ("input_required", "working"),
+    ("input_required", "completed"),
+    ("input_required", "failed"),
+    ("input_required", "cancelled"),
+]
+STATUSES = ["working", "input_required", "completed", "failed", "cancelled"]
+
+
+def fields_for(status):
+    return {"input_required": PENDING_INPUT, "working": {"phase": "rendering"}}.get(status) or TERMINAL_PAYLOAD[status]
+
+
+@pytest.mark.parametrize(("start", "target"), LEGAL)
+def test_legal_transitions(tmp_path, start, target):
+    async def scenario():
+        reg = make(tmp_path)
+        task = await task_in(reg, start)
+        moved = await reg.transition(task["task_id"], target, **fields_for(target), status_message="moved")
+        assert moved["status"] == target
+        assert moved["version"] == task["version"] + 1
+        if target in TERMINAL_PAYLOAD:
+            assert moved["phase"] == "done" and moved["input_key"] is None and moved["timeout_result"] is None
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("start", ["completed", "failed", "cancelled"])
+@pytest.mark.parametrize("target", STATUSES)
+def test_terminal_states_never_change(tmp_path, start, target):
+    async def scenario():
+        reg = make(tmp_path)
+        task = await task_in(reg, start)
+        with pytest.raises(InvalidTransition):
+            await reg.transition(task["task_id"], target, **fields_for(target))
+        assert await reg.get_any(task["task_id"]) == task
+
+    run(scenario())
+
+
+def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        with pytest.raises(InvalidTransition):
+            await reg.transition(task_id, "paused")
+        with pytest.raises(ValueError):
+            await reg.transition(task_id, "working", version=99)
+        with pytest.raises(ValueError):
+            await reg.transition(task_id, "working", phase="done")
+        with pytest.raises(ValueError):
+            await reg.transition(task_id, "working", phase="encoding")
+        with pytest.raises(ValueError):  # only terminal tasks carry a result or error
+            await reg.transition(task_id, "working", result=DONE_RESULT)
+        with pytest.raises(ValueError):  # no pending input without a deadline and timeout outcome
+            await reg.transition(task_id, "input_required")
+        with pytest.raises(TaskNotFound):
+            await reg.transition("task_doesnotexist", "working")
+        assert (await reg.get_any(task_id))["version"] == 1
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("status", "payload"),
+    [
+        ("completed", {}),
+        ("completed", {"result": DONE_RESULT, "error": ERROR}),
+        ("failed", {}),
+        ("failed", {"error": ERROR, "result": DONE_RESULT}),
+        ("cancelled", {"result": DONE_RESULT}),
+        ("cancelled", {"error": ERROR}),
+    ],
+)
+def test_terminal_payload_rule(tmp_path, status, payload):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        with pytest.raises(ValueError):
+            await reg.finish(task_id, status, **payload)
+        assert (await reg.get_any(task_id))["status"] == "working"
+
+    run(scenario())
+
+
+def test_finish_on_a_terminal_task_reports_the_lost_race(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task = await task_in(reg, "cancelled")
+        assert await reg.finish(task["task_id"], "completed", result=DONE_RESULT) is None
+        assert await reg.set_progress(task["task_id"], 10, 10) is None
+        assert await reg.record_artifact(task["task_id"], {"path": "x"}) is None
+        assert await reg.bump_attempt(task["task_id"]) is None
+        assert await reg.get_any(task["task_id"]) == task
+        with pytest.raises(ValueError):
+            await reg.finish(task["task_id"], "working")
+
+    run(scenario())
+
+
+def test_unchanged_transition_does_not_bump_version(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock)
+        task = await new_task(reg)
+        clock.advance(5)
+        same = await reg.transition(task["task_id"], "working", phase="queued")
+        assert same == task
+
+    run(scenario())
+
+
+# -- idempotency -------------------------------------------------------------------------------------------
+
+
+def test_idempotency_key_replays_for_the_same_principal_only(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        first = await reg.create("alice", {"a": 1}, idempotency_key="launch")
+        replay = await reg.create("alice", {"a": 1}, idempotency_key="launch")
+        assert replay == {"task": first["task"], "created": False}
+        other = await reg.create("bob", {"a": 1}, idempotency_key="launch")
+        assert other["created"] is True and other["task"]["task_id"] != first["task"]["task_id"]
+        unkeyed = [await reg.create("alice", {"a": 1}) for _ in range(2)]
+        assert all(c["created"] for c in unkeyed)
+        assert unkeyed[0]["task"]["task_id"] != unkeyed[1]["task"]["task_id"]
+
+    run(scenario())
+
+
+def test_idempotency_key_expires_after_its_ttl(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock)
+        first = await reg.create("alice", {}, idempotency_key="launch")
+        clock.advance(DAY_S - 0.001)
+        assert (await reg.create("alice", {}, idempotency_key="launch"))["created"] is False
+        clock.advance(0.001)
+        fresh = await reg.create("alice", {}, idempotency_key="launch")
+        assert fresh["created"] is True and fresh["task"]["task_id"] != first["task"]["task_id"]
+        # The new claim lives on; only the sweep of a later day drops it.
+        assert (await reg.sweep())["idempotency_keys_dropped"] == 0
+        clock.advance(DAY_S)
+        assert (await reg.sweep())["idempotency_keys_dropped"] == 1
+
+    run(scenario())
+
+
+def test_idempotent_replay_is_not_blocked_by_the_quota(tmp_path):
+    async def scenario():
+        reg = make(tmp_path, max_concurrent_renders=1)
+        first = await reg.create("alice", {}, idempotency_key="launch")
+        assert (await reg.create("alice", {}, idempotency_key="launch"))["task"] == first["task"]
+
+    run(scenario())
+
+
+# -- quota -------------------------------------------------------------------------------------------------
+
+
+def test_quota_counts_non_terminal_tasks_per_principal(tmp_path):
+    async def scenario():
+        reg = make(tmp_path, max_concurrent_renders=2)
+        first = await new_task(reg)
+        await new_task(reg)
+        with pytest.raises(QuotaExceeded) as excinfo:
+            await new_task(reg)
+        assert excinfo.value.retry_after_ms == 10_000  # no measurable progress: the poll interval
+        assert (excinfo.value.active, excinfo.value.limit) == (2, 2)
+        assert await reg.count_active("alice") == 2
+        await new_task(reg, "bob")  # other principals are unaffected
+        await reg.finish(first["task_id"], "cancelled")
+        assert await reg.count_active("alice") == 1
+        await new_task(reg)
+
+    run(scenario())
+
+
+def test_quota_retry_after_projects_the_soonest_finish(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock, max_concurrent_renders=2)
+        slow, fast = await new_task(reg), await new_task(reg)
+        clock.advance(100)
+        await reg.set_progress(slow["task_id"], 100, 1000)  # 10% in 100 s: 900 s to go
+        await reg.set_progress(fast["task_id"], 250, 1000)  # 25% in 100 s: 300 s to go
+        with pytest.raises(QuotaExceeded) as excinfo:
+            await new_task(reg)
+        assert excinfo.value.retry_after_ms == 300_000
+        await reg.set_progress(fast["task_id"], 1000, 1000)  # done encoding, muxing: clamp to the floor
+        with pytest.raises(QuotaExceeded) as excinfo:
+            await new_task(reg)
+        assert excinfo.value.retry_after_ms == 1000
+
+    run(scenario())
+
+
+def test_quota_retry_after_is_at_least_one_second(tmp_path):
+    async def scenario():
+        reg = make(tmp_path, max_concurrent_renders=1, poll_interval_ms=10)
+        await new_task(reg)
+        with pytest.raises(QuotaExceeded) as excinfo:
+            await new_task(reg)
+        assert excinfo.value.retry_after_ms == 1000
+
+    run(scenario())
+
+
+def test_errors_survive_pickling():
+    """Ray pickles exceptions raised in an actor; the attributes must come back."""
+    for error in (QuotaExceeded(1500, 4, 4), InvalidTransition("t", "completed", "working"), TaskNotFound("t")):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and copy.__dict__ == error.__dict__ and str(copy) == str(error)
+
+
+# -- progress ----------------------------------------------------------------------------------------------
+
+
+def test_progress_is_monotonic_and_only_real_changes_bump_the_version(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        step = await reg.set_progress(task_id, 50, 100, phase="rendering", message="Rendering: 50%")
+        assert (step["frames_done"], step["frames_total"], step["phase"]) == (50, 100, "rendering")
+        assert step["status_message"] == "Rendering: 50%" and step["version"] == 2
+        back = await reg.set_progress(task_id, 30, 100)
+        assert back == step  # a late, smaller report changes nothing
+        forward = await reg.set_progress(task_id, 60, 100)
+        assert forward["frames_done"] == 60 and forward["version"] == 3
+
+    run(scenario())
+
+
+def test_progress_while_awaiting_approval_keeps_naming_the_pending_input(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        await reg.request_input(task_id, {}, int((T0 + 60) * 1000), TIMEOUT_RESULT, message="Approve the watermark")
+        step = await reg.set_progress(task_id, 40, 100, phase="rendering", message="Rendering: 40%")
+        assert step["frames_done"] == 40 and step["status"] == "input_required"
+        assert step["phase"] == "awaiting_watermark_approval" and step["status_message"] == "Approve the watermark"
+
+    run(scenario())
+
+
+# -- approvals -------------------------------------------------------------------------------------------
+
+
+def test_input_keys_are_never_reused_across_rounds(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        first = await ask_approval(reg, task_id)
+        assert (first["status"], first["input_key"], first["poll_interval_ms"]) == (
+            "input_required",
+            "watermark-approval-1",
+            30_000,
+        )
+        assert first["phase"] == "awaiting_watermark_approval"
+        answered = await reg.answer_input("alice", task_id, True, key="watermark-approval-1")
+        assert answered["outcome"] == "recorded"
+        assert (answered["task"]["status"], answered["task"]["phase"]) == ("working", "rendering")
+        assert answered["task"]["poll_interval_ms"] == 10_000 and answered["task"]["input_key"] is None
+
+        second = await ask_approval(reg, task_id)
+        assert second["input_key"] == "watermark-approval-2" and second["approval"] is None
+        stale = await reg.answer_input("alice", task_id, False, key="watermark-approval-1")
+        assert stale["outcome"] == "ignored" and stale["task"]["status"] == "input_required"
+        with pytest.raises(InvalidTransition):  # one outstanding request at a time
+            await ask_approval(reg, task_id)
+        done = await reg.answer_input(
+            "alice", task_id, False, note="too big", key="watermark-approval-2", rejected_result=REJECTED_RESULT
+        )
+        assert done["outcome"] == "recorded"
+        assert done["task"]["approval"]["key"] == "watermark-approval-2"
+
+    run(scenario())
+
+
+def test_answer_input_outcomes(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock)
+        task_id = (await new_task(reg))["task_id"]
+        assert await reg.answer_input("mallory", task_id, True) == {"outcome": "not_found", "task": None}
+        assert await reg.answer_input("alice", "task_doesnotexist", True) == {"outcome": "not_found", "task": None}
+        assert (await reg.answer_input("alice", task_id, True))["outcome"] == "not_pending"
+
+        await ask_approval(reg, task_id)
+        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-9"))["outcome"] == "ignored"
+        clock.advance(7)
+        recorded = await reg.answer_input("alice", task_id, True, note="looks good")
+        assert recorded["outcome"] == "recorded"
+        assert recorded["task"]["approval"] == {
+            "key": "watermark-approval-1",
+            "approved": True,
+            "note": "looks good",
+            "at_ms": int((T0 + 7) * 1000),
+        }
+        replayed = await reg.answer_input("alice", task_id, True)
+        assert replayed == {"outcome": "replayed", "task": recorded["task"]}
+        conflict = await reg.answer_input("alice", task_id, False, rejected_result=REJECTED_RESULT)
+        assert conflict == {"outcome": "conflict", "task": recorded["task"]}
+        # An answered key is no longer outstanding.
+        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-1"))["outcome"] == "ignored"
+
+    run(scenario())
+
+
+def test_rejection_completes_with_the_rejected_result_atomically(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        await ask_approval(reg, task_id)
+        before = await reg.get_any(task_id)
+        rejected = await reg.answer_input("alice", task_id, False, note="logo too large", rejected_result=REJECTED_RESULT)
+        task = rejected["task"]
+        assert rejected["outcome"] == "recorded"
+        assert (task["status"], task["phase"], task["result"]) == ("completed", "done", REJECTED_RESULT)
+        assert task["approval"]["approved"] is False and task["approval"]["note"] == "logo too large"
+        assert task["input_key"] is None and task["version"] == before["version"] + 1
+        assert (await reg.answer_input("alice", task_id, False))["outcome"] == "replayed"
+        assert (await reg.answer_input("alice", task_id, True))["outcome"] == "conflict"
+        assert await reg.finish(task_id, "completed", result=DONE_RESULT) is None
+
+    run(scenario())
+
+
+def test_rejection_without_a_result_records_nothing(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        pending = await ask_approval(reg, task_id)
+        with pytest.raises(ValueError):
+            await reg.answer_input("alice", task_id, False)
+        assert await reg.get_any(task_id) == pending
+
+    run(scenario())
+
+
+def test_sweep_times_out_unanswered_approvals(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock)
+        task_id = (await new_task(reg))["task_id"]
+        await ask_approval(reg, task_id, deadline_s=T0 + 1800)
+        clock.advance(1799)
+        assert (await reg.sweep())["approvals_timed_out"] == 0
+        clock.advance(1)
+        assert (await reg.sweep())["approvals_timed_out"] == 1
+        task = await reg.get_any(task_id)
+        assert (task["status"], task["phase"], task["result"]) == ("completed", "done", TIMEOUT_RESULT)
+        assert task["input_key"] is None and task["approval_deadline_ms"] is None
+        assert (await reg.answer_input("alice", task_id, True))["outcome"] == "not_pending"
+        assert (await reg.sweep())["approvals_timed_out"] == 0
+
+    run(scenario())
+
+
+def test_background_sweep_starts_lazily_and_wakes_watchers(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock, sweep_interval_s=0.01)
+        task_id = (await new_task(reg))["task_id"]
+        pending = await ask_approval(reg, task_id, deadline_s=T0 + 60)
+        clock.advance(60)
+        changed = await reg.watch("alice", [task_id], {task_id: pending["version"]}, timeout_s=30)
+        assert [t["status"] for t in changed] == ["completed"]
+
+    run(scenario())
+
+
+# -- cancel, artifacts, supervisor -----------------------------------------------------------------------
+
+
+def test_request_cancel_records_intent_idempotently(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        first = await reg.request_cancel("alice", task_id)
+        assert first["cancel_requested"] is True and first["status"] == "working" and first["version"] == 2
+        assert await reg.request_cancel("alice", task_id) == first
+        done = await reg.finish(task_id, "cancelled")
+        assert await reg.request_cancel("alice", task_id) == done
+
+    run(scenario())
+
+
+def test_artifact_is_published_only_with_a_completed_task(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        artifact = {"path": str(tmp_path / "final.mp4"), "ext": "mp4", "mime": "video/mp4",
+                    "size_bytes": 10, "duration_s": 1.0, "expires_at_ms": 0}
+        await reg.record_artifact(task_id, artifact)
+        assert await reg.get_artifact("alice", task_id) is None
+        await reg.finish(task_id, "completed", result=DONE_RESULT)
+        assert await reg.get_artifact("alice", task_id) == artifact
+        assert await reg.get_artifact("bob", task_id) is None
+
+    run(scenario())
+
+
+def test_nonterminal_and_bump_attempt_serve_the_supervisor(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        running = await new_task(reg)
+        waiting = await task_in(reg, "input_required")
+        await task_in(reg, "completed")
+        assert {t["task_id"] for t in await reg.nonterminal()} == {running["task_id"], waiting["task_id"]}
+        assert (await reg.bump_attempt(running["task_id"]))["attempt"] == 1
+        assert (await reg.bump_attempt(running["task_id"]))["attempt"] == 2
+        with pytest.raises(TaskNotFound):
+            await reg.bump_attempt("task_doesnotexist")
+
+    run(scenario())
+
+
+# -- retention ---------------------------------------------------------------------------------------------
+
+
+def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        data_dir = tmp_path / "data"
+        reg = make(data_dir, clock)
+        task_id = (await new_task(reg))["task_id"]
+        unfinished_id = (await new_task(reg))["task_id"]
+        clock.advance(HOUR_S)  # the render took an hour: the artifact outlives creation + 7 days by that
+        video = tmp_path / "final.mp4"
+        video.write_bytes(b"\x00" * 10)
+        expires_at_ms = int((clock() + 7 * DAY_S) * 1000)
+        await reg.record_artifact(task_id, {"path": str(video), "ext": "mp4", "mime": "video/mp4",
+                                            "size_bytes": 10, "duration_s": 1.0, "expires_at_ms": expires_at_ms})
+        await reg.finish(task_id, "completed", result=DONE_RESULT)
+
+        clock.advance(DAY_S + 1)  # past ttl_ms: the record stays for the fallback status tool
+        assert (await reg.sweep())["tasks_deleted"] == 0
+        clock.now = T0 + 7 * DAY_S  # creation + retention, but the artifact has an hour left
+        assert (await reg.sweep())["tasks_deleted"] == 0
+        assert video.exists() and await reg.get("alice", task_id) is not None
+        clock.now = expires_at_ms / 1000
+        assert (await reg.sweep())["tasks_deleted"] == 1
+        assert not video.exists()
+        assert await reg.get("alice", task_id) is None
+        assert await reg.get("alice", unfinished_id) is not None  # non-terminal tasks are never swept
+        assert await make(data_dir, clock).get("alice", task_id) is None
+
+    run(scenario())
+
+
+# -- watch -------------------------------------------------------------------------------------------------
+
+
+def test_watch_wakes_on_change(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task = await new_task(reg)
+        waiter = asyncio.create_task(reg.watch("alice", [task["task_id"]], {task["task_id"]: 1}, timeout_s=30))
+        await asyncio.sleep(0)  # let the watcher start waiting (correct either way: it re-checks versions)
+        await reg.set_progress(task["task_id"], 5, 10)
+        changed = await asyncio.wait_for(waiter, 30)
+        assert [(t["task_id"], t["version"], t["frames_done"]) for t in changed] == [(task["task_id"], 2, 5)]
+
+    run(scenario())
+
+
+def test_watch_returns_at_once_when_already_newer_and_times_out_otherwise(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
+        assert [t["task_id"] for t in await reg.watch("alice", [mine["task_id"]], {}, timeout_s=30)] == [
+            mine["task_id"]
+        ]
+        ids = [mine["task_id"], theirs["task_id"], "task_doesnotexist"]
+        assert await reg.watch("alice", ids, {mine["task_id"]: 1}, timeout_s=0.05) == []
+        await reg.set_progress(theirs["task_id"], 1, 10)  # a foreign change never wakes this principal
+        assert await reg.watch("alice", ids, {mine["task_id"]: 1}, timeout_s=0.05) == []
+
+    run(scenario())
+
+
+# -- durability --------------------------------------------------------------------------------------------
+
+
+def test_restart_recovers_every_task_and_result(tmp_path):
+    async def before():
+        reg = make(tmp_path)
+        done = await new_task(reg, idempotency_key="launch")
+        await ask_approval(reg, done["task_id"])
+        await reg.answer_input("alice", done["task_id"], True)
+        await reg.set_progress(done["task_id"], 100, 100)
+        await reg.record_artifact(done["task_id"], {"path": "/x/final.mp4", "expires_at_ms": 1})
+        await reg.finish(done["task_id"], "completed", result=DONE_RESULT)
+        waiting = await task_in(reg, "input_required")
+        failed = await task_in(reg, "failed")
+        return [await reg.get_any(t["task_id"]) for t in (done, waiting, failed)]
+
+    async def after():
+        reg = make(tmp_path)
+        replay = await reg.create("alice", {}, idempotency_key="launch")
+        return [await reg.get_any(t["task_id"]) for t in records], await reg.nonterminal(), replay
+
+    records = run(before())
+    recovered, nonterminal, replay = run(after())
+    assert recovered == records
+    assert nonterminal == [records[1]]
+    assert replay == {"task": records[0], "created": False}
+
+
+def test_store_is_sqlite_in_wal_mode(tmp_path):
+    make(tmp_path)
+    path = tmp_path / TaskStore.FILENAME
+    assert path.name == "registry.sqlite3"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+# -- Ray ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
+    import ray
+
+    from actors import get_or_create_registry
+
+    namespace = f"vidforge-test-{uuid.uuid4().hex}"
+    ray.init(num_cpus=1, include_dashboard=False, namespace=namespace)
+    handle = None
+    try:
+        handle = get_or_create_registry(str(tmp_path), {"max_concurrent_renders": 1}, namespace=namespace)
+        task = ray.get(handle.create.remote("alice", {"a": 1}), timeout=120)["task"]
+        with pytest.raises(QuotaExceeded) as excinfo:  # errors keep their type and fields across Ray
+            ray.get(handle.create.remote("alice", {"a": 2}), timeout=60)
+        assert excinfo.value.retry_after_ms >= 1000
+        old_pid = ray.get(handle.__ray_call__.remote(lambda reg: os.getpid()), timeout=60)
+
+        ray.kill(handle, no_restart=False)
+        deadline = time.monotonic() + 120
+        while True:
+            assert time.monotonic() < deadline, "the registry actor did not come back"
+            try:
+                if ray.get(handle.__ray_call__.remote(lambda reg: os.getpid()), timeout=10) != old_pid:
+                    break
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                pass  # still restarting
+        assert ray.get(handle.get.remote("alice", task["task_id"]), timeout=60) == task
+
+        again = get_or_create_registry(str(tmp_path), {}, namespace=namespace)
+        assert again._actor_id == handle._actor_id
+    finally:
+        if handle is not None:
+            ray.kill(handle)  # detached: it would outlive this test otherwise
+        ray.shutdown()

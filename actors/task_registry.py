@@ -318,7 +318,7 @@ class TaskRegistry:
             "input_request": input_request,
             "approval_deadline_ms": deadline_ms,
             "timeout_result": timeout_result,
-            "input_request": input_request,  # a new round: an earlier round's decision no longer answers anything
+            "approval": None,  # a new round: an earlier round's decision no longer answers anything
             "phase": "awaiting_watermark_approval",
             "poll_interval_ms": self._config["poll_interval_ms"] * APPROVAL_POLL_FACTOR,
         }

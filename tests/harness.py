@@ -1,0 +1,220 @@
+"""Test harness: a real `vidforge serve` subprocess (real Ray + Serve on loopback) and a raw wire client.
+
+Every JSON body a test receives through `Wire` is validated against the official schemas in
+`../shared/schemas/` before the test looks at it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from jsonschema import Draft202012Validator
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMAS = REPO.parent / "shared" / "schemas"
+PROTOCOL = "2026-07-28"
+TASKS_EXT = "io.modelcontextprotocol/tasks"
+START_TIMEOUT_S = 240
+
+_CORE = json.loads((SCHEMAS / "mcp-2026-07-28.schema.json").read_text())
+_TASKS = json.loads((SCHEMAS / "ext-tasks-2026-07-28.schema.json").read_text())
+_validators: dict[str, Draft202012Validator] = {}
+
+# Which `$defs` entry a successful result of each method must satisfy.
+RESULT_DEFS = {
+    "server/discover": ("core", "DiscoverResult"),
+    "tools/list": ("core", "ListToolsResult"),
+    "resources/list": ("core", "ListResourcesResult"),
+    "resources/templates/list": ("core", "ListResourceTemplatesResult"),
+    "resources/read": ("core", "ReadResourceResult"),
+    "tasks/get": ("tasks", "GetTaskResult"),
+    "tasks/update": ("tasks", "UpdateTaskResult"),
+    "tasks/cancel": ("tasks", "CancelTaskResult"),
+}
+
+
+def validate(instance: Any, schema: str, name: str) -> None:
+    """Validate against one `$defs` entry of the core or ext-tasks schema; raises on mismatch."""
+    key = f"{schema}:{name}"
+    if key not in _validators:
+        doc = _CORE if schema == "core" else _TASKS
+        _validators[key] = Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": doc["$defs"]})
+    _validators[key].validate(instance)
+
+
+def validate_response(method: str, body: dict[str, Any]) -> None:
+    """Every response body: a JSON-RPC error, or the method's result shape."""
+    if "error" in body:
+        validate(body, "core", "JSONRPCErrorResponse")
+        return
+    validate(body, "core", "JSONRPCResultResponse")
+    result = body["result"]
+    assert "resultType" in result, body
+    if method == "tools/call":
+        if result["resultType"] == "task":
+            validate(result, "tasks", "CreateTaskResult")
+        else:
+            validate(result, "core", "CallToolResult")
+    elif method in RESULT_DEFS:
+        validate(result, *RESULT_DEFS[method])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.25, message: str = "condition"):
+    """Poll `predicate` until it returns a truthy value (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+class ServerProcess:
+    """`vidforge serve` as a subprocess with its own data dir, tokens and environment."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, tokens: dict[str, str] | None = None):
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.env = dict(os.environ)
+        self.env.update({"VIDFORGE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
+        self.env.pop("RAY_ADDRESS", None)
+        if tokens is not None:
+            tokens_file = data_dir.parent / f"{data_dir.name}-tokens.json"
+            tokens_file.write_text(json.dumps(tokens))
+            self.env["VIDFORGE_TOKENS_FILE"] = str(tokens_file)
+        self.env.update(env or {})
+        self.proc: subprocess.Popen | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}-serve.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ServerProcess":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "serve_app.cli", "serve", "--port", str(self.port)],
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"vidforge serve exited early:\n{self.log_path.read_text()[-4000:]}")
+            if "vidforge MCP endpoint" not in self.log_path.read_text(errors="replace"):
+                return False
+            try:
+                return httpx.get(f"{self.base}/healthz", timeout=5, headers=self.auth_headers()).status_code in (200, 401)
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, START_TIMEOUT_S, interval=0.5, message="vidforge serve to come up")
+        return self
+
+    def auth_headers(self) -> dict[str, str]:
+        return {}
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def restart(self) -> "ServerProcess":
+        self.stop()
+        return self.start()
+
+
+def meta(tasks: bool = False, elicitation: bool = False) -> dict[str, Any]:
+    caps: dict[str, Any] = {}
+    if tasks:
+        caps["extensions"] = {TASKS_EXT: {}}
+    if elicitation:
+        caps["elicitation"] = {"form": {}}
+    return {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "vidforge-tests", "version": "1.0"},
+    }
+
+
+class Wire:
+    """Raw JSON-RPC over httpx with correct routing headers; every response body is schema-validated."""
+
+    def __init__(self, url: str, token: str | None = None, tasks: bool = False, elicitation: bool = False):
+        self.url = url
+        self.token = token
+        self.tasks = tasks
+        self.elicitation = elicitation
+        self.client = httpx.Client(timeout=120)
+        self._id = 0
+
+    def headers(self, method: str, name: str | None = None) -> dict[str, str]:
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": PROTOCOL,
+            "Mcp-Method": method,
+        }
+        if name is not None:
+            headers["Mcp-Name"] = name
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+    def request(self, method: str, params: dict[str, Any] | None = None, name: str | None = None) -> httpx.Response:
+        self._id += 1
+        params = dict(params or {})
+        params.setdefault("_meta", meta(self.tasks, self.elicitation))
+        body = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}
+        return self.client.post(self.url, json=body, headers=self.headers(method, name))
+
+    def call(self, method: str, params: dict[str, Any] | None = None, name: str | None = None) -> dict[str, Any]:
+        """Send and return the validated JSON body (result or error)."""
+        response = self.request(method, params, name)
+        body = response.json()
+        validate_response(method, body)
+        return body
+
+    def result(self, method: str, params: dict[str, Any] | None = None, name: str | None = None) -> dict[str, Any]:
+        body = self.call(method, params, name)
+        assert "result" in body, body
+        return body["result"]
+
+    def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self.result("tools/call", {"name": name, "arguments": arguments}, name=name)
+
+    def task(self, method: str, task_id: str, **params: Any) -> dict[str, Any]:
+        return self.call(method, {"taskId": task_id, **params}, name=task_id)
+
+    def close(self) -> None:
+        self.client.close()

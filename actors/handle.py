@@ -24,6 +24,8 @@ def get_or_create_registry(data_dir: str, config: dict, namespace: str = "vidfor
             max_restarts=-1,
             max_task_retries=-1,
             num_cpus=0,
+            # Its state (SQLite, artifacts) is on the head node's disk: never restart it elsewhere.
+            resources={"node:__internal_head__": 0.001},
             max_concurrency=1000,
         )
         .remote(data_dir, config)

@@ -134,7 +134,7 @@ class VidforgeServer:
         return discover_result()
 
     async def _list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
-        return {"tools": tool_definitions(), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+        return {"resultType": "complete", "tools": tool_definitions(), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
 
     async def _call_tool(self, ctx: Any, params: CallToolRequestParams) -> dict[str, Any]:
         if not self.tools.known(params.name):
@@ -143,6 +143,7 @@ class VidforgeServer:
 
     async def _list_resources(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
         return {
+            "resultType": "complete",
             "resources": [
                 {
                     "uri": CAPABILITIES_URI,
@@ -157,14 +158,14 @@ class VidforgeServer:
         }
 
     async def _list_templates(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
-        return {"resourceTemplates": RESOURCE_TEMPLATES, "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+        return {"resultType": "complete", "resourceTemplates": RESOURCE_TEMPLATES, "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
 
     async def _read_resource(self, ctx: Any, params: ReadResourceRequestParams) -> dict[str, Any]:
         uri = str(params.uri)
         principal = caller_of(ctx).principal
         if uri == CAPABILITIES_URI:
             contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(capability_summary(), indent=2)}
-            return {"contents": [contents], "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+            return {"resultType": "complete", "contents": [contents], "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
         try:
             if match := _VIDEO_URI.match(uri):
                 artifact, data = await self.service.read_video(principal, match["id"], match["ext"])
@@ -176,7 +177,7 @@ class VidforgeServer:
         except VidforgeError as error:
             raise as_mcp_error(error) from None
         contents = {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
-        return {"contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
+        return {"resultType": "complete", "contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
 
     async def _tasks_get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         return await self.tasks.get(caller_of(ctx), _headers(ctx), params)

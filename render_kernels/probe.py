@@ -99,8 +99,6 @@ def probe(path: str) -> SourceInfo:
     with open_input(path) as container:
         if is_still_image_format(container):
             raise UnsupportedMedia("file is a still image, not a video")
-        if container.format.name == "tty":  # FFmpeg "plays" .txt files as ANSI art
-            raise UnsupportedMedia("file is text, not a video")
         video = main_video_stream(container)
         audio = container.streams.audio[0] if container.streams.audio else None
         scan = _scan(container, video, audio)

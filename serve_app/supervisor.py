@@ -196,6 +196,8 @@ def supervisor_handle(config: Config):
             max_restarts=-1,
             max_task_retries=-1,
             num_cpus=0,
+            # Its state (SQLite, artifacts) is on the head node's disk: never restart it elsewhere.
+            resources={"node:__internal_head__": 0.001},
             max_concurrency=1000,
         )
         .remote(config.to_json())

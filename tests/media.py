@@ -155,3 +155,12 @@ def psnr_y(a: np.ndarray, b: np.ndarray) -> float:
     """PSNR in dB between two same-sized 8-bit luma planes (inf when identical)."""
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return math.inf if mse == 0 else 10 * math.log10(255.0**2 / mse)
+
+
+def decode_frame(path: str, index: int, pixel_format: str = "rgb24") -> np.ndarray:
+    """The `index`-th video frame of `path` (presentation order) as an array in `pixel_format`."""
+    with av.open(path) as container:
+        for n, frame in enumerate(container.decode(video=0)):
+            if n == index:
+                return frame.to_ndarray(format=pixel_format)
+    raise IndexError(f"{path} has only {n + 1} frames")

@@ -1,0 +1,278 @@
+"""The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file on this node.
+
+    probe (thread) -> plan_segments -> [render_preview] -> encode_segment x N  ||  encode_audio
+        -> [approval gate] -> mux_segments (Ray task pinned to this node) -> out_path
+
+Data flow: raw frames never leave a task. Each segment task returns two objects, a small summary (frame
+count, timings) that the driver awaits for progress and fail-fast error detection, and the encoded segment,
+which goes from the object store straight into the mux task as a top-level argument. So the driver (the
+supervisor actor, shared by every render) never holds encoded video.
+
+Where things run:
+- probe runs in a thread here: it is one bounded demux pass over a local file, cheaper than a worker
+  start-up, and the kernels' UnsupportedMedia reaches the caller unchanged.
+- mux runs in a Ray task pinned to this node (`NodeAffinitySchedulingStrategy`, hard) rather than in a
+  thread: the artifact store is this node's disk; a task can be force-cancelled mid-write, where a thread
+  would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
+  into a private staging directory beside `out_path`, so every leftover of a killed mux is removed exactly.
+- the video encoder is chosen once per render, on a GPU node when the cluster has GPUs (h264_nvenc when it
+  opens there, else libx264), and written into the spec every segment gets: all segments must share one
+  encoder (one stream, one set of parameter sets), and a retried segment must not switch encoders. Segment
+  tasks only ask for a GPU share when that choice is a GPU encoder, so GPUs without NVENC (H100/H200) do not
+  throttle CPU encoding.
+
+Retries: every task retries up to 3 times on worker death only (`retry_exceptions=False`: a kernel error is
+deterministic, retrying it is wasted work). The kernels are deterministic, so a retried segment produces the
+same bytes and the output does not depend on failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from render_kernels import (
+    EncodedAudio,
+    EncodedSegment,
+    MuxStats,
+    RenderSpec,
+    Segment,
+    SourceInfo,
+    choose_video_encoder,
+    encode_audio,
+    encode_segment,
+    mux_segments,
+    plan_segments,
+    probe,
+    render_preview,
+)
+
+TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
+GPU_ENCODERS = frozenset({"h264_nvenc"})
+ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
+CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    source_path: str
+    spec: RenderSpec
+    out_path: str
+    preview_path: str | None = None  # where the watermark preview PNG goes; used only when spec.watermark
+    workers: int = 0  # segments to aim for; 0: the cluster's CPU count
+
+
+class RenderHooks(Protocol):
+    async def progress(self, frames_done: int, frames_total: int, phase: str) -> None:
+        """Cumulative, monotonic progress; phase is "rendering" or "muxing"."""
+
+    async def preview_ready(self, preview_path: str) -> bool:
+        """Called once when a watermark is set, after the preview PNG is written; segments keep encoding
+        meanwhile. True: approved, the render is muxed. False: rejected, the render stops."""
+
+
+class RenderRejected(Exception):
+    """The watermark preview was not approved; nothing was muxed."""
+
+
+def encode_segment_parts(source_path: str, segment: Segment, spec: RenderSpec,
+                         info: SourceInfo) -> tuple[dict[str, Any], EncodedSegment]:
+    """`encode_segment` as (summary, segment): the summary is what the driver awaits; see module docstring."""
+    encoded = encode_segment(source_path, segment, spec, info)
+    return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
+
+
+def _mux(audio: EncodedAudio | None, output_format: str, out_path: str, fps: float,
+         *segments: EncodedSegment) -> MuxStats:
+    """`mux_segments` taking the segments as top-level arguments, so Ray resolves them in the task."""
+    return mux_segments(list(segments), audio, output_format, out_path, fps)
+
+
+# The remote function segment tasks run (`num_returns=2`: summary, segment). A module attribute, so a test
+# can put a faulty twin of it in place without the driver knowing.
+segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
+_audio_task = ray.remote(**TASK_OPTIONS)(encode_audio)
+_preview_task = ray.remote(**TASK_OPTIONS)(render_preview)
+_mux_task = ray.remote(**TASK_OPTIONS)(_mux)
+_encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
+
+
+async def run_render(job: RenderJob, hooks: RenderHooks) -> MuxStats:
+    """Render `job` into `job.out_path` and return what was written.
+
+    Raises the kernels' UnsupportedMedia (unchanged) for unusable sources, RenderRejected when the preview
+    is not approved. On any failure or cancellation every outstanding task is force-cancelled and no file is
+    left at `out_path`; the preview PNG, if written, is left to the caller.
+    """
+    return await RenderRun(job, hooks).run()
+
+
+@dataclass
+class RenderRun:
+    """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe,
+    preview, approval, segments, audio, mux, total; stages overlap) and `segment_stats` each segment's own
+    timings from the kernel (decode_s, encode_s, wall_s, fps)."""
+
+    job: RenderJob
+    hooks: RenderHooks
+    stages: dict[str, float] = field(default_factory=dict)
+    segment_stats: list[dict[str, Any]] = field(default_factory=list)
+    _submitted: list[ray.ObjectRef] = field(default_factory=list)
+
+    async def run(self) -> MuxStats:
+        started = time.perf_counter()
+        try:
+            return await self._render()
+        except BaseException:
+            await self._cancel_unfinished()
+            _remove(self.job.out_path)
+            raise
+        finally:
+            self.stages["total"] = time.perf_counter() - started
+
+    async def _render(self) -> MuxStats:
+        job = self.job
+        info = await self._timed("probe", asyncio.to_thread(probe, job.source_path))
+        workers = job.workers or int(ray.cluster_resources().get("CPU", 1))
+        segments = plan_segments(info, workers)
+        spec, segment_options = await self._fix_encoder(job.spec, len(segments))
+        await self.hooks.progress(0, info.frame_count, "rendering")
+
+        # Submission order is start order when CPUs are short: the preview first, as a person waits on it.
+        preview = self._submit(_preview_task, {}, job.source_path, info, spec) if spec.watermark else None
+        parts = [self._submit(segment_task, segment_options, job.source_path, s, spec, info) for s in segments]
+        summaries, encoded = [p[0] for p in parts], [p[1] for p in parts]
+        audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
+
+        gate = [self._approval_gate(preview)] if preview is not None else []
+        work = (self._encode(summaries, info.frame_count), self._timed("audio", self._result(audio)), *gate)
+        waits = [asyncio.ensure_future(w) for w in work]
+        try:
+            await asyncio.gather(*waits)  # raises the first failure (or the rejection) at once
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
+        await self.hooks.progress(info.frame_count, info.frame_count, "muxing")
+        return await self._timed("mux", self._mux(audio, encoded, spec.output_format, info.fps))
+
+    async def _fix_encoder(self, spec: RenderSpec, segment_count: int) -> tuple[RenderSpec, dict[str, Any]]:
+        """The spec with its video encoder decided, and the extra Ray options its segment tasks need."""
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if spec.video_encoder is None:
+            if gpus:  # decide where a GPU is: whether NVENC opens is a property of the node
+                encoder = await self._result(self._submit(_encoder_task, {}, spec.output_format))
+            else:
+                encoder = await asyncio.to_thread(choose_video_encoder, spec.output_format)
+            spec = replace(spec, video_encoder=encoder)
+        if spec.video_encoder in GPU_ENCODERS:
+            return spec, {"num_gpus": min(1.0, gpus / segment_count)}  # every segment fits on the GPUs at once
+        return spec, {}
+
+    async def _encode(self, summaries: list[ray.ObjectRef], frames_total: int) -> None:
+        """Await the segment summaries as they complete, reporting cumulative progress."""
+        started = time.perf_counter()
+        waiting = {asyncio.ensure_future(self._result(ref)) for ref in summaries}
+        frames_done = 0
+        try:
+            while waiting:
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for finished in done:
+                    summary = finished.result()
+                    self.segment_stats.append(summary)
+                    frames_done += summary["frame_count"]
+                await self.hooks.progress(min(frames_done, frames_total), frames_total, "rendering")
+        finally:
+            for future in waiting:
+                future.cancel()
+        self.segment_stats.sort(key=lambda s: s["index"])
+        self.stages["segments"] = time.perf_counter() - started
+
+    async def _approval_gate(self, preview: ray.ObjectRef) -> None:
+        """Write the preview PNG, then wait for the decision while the segments keep encoding."""
+        png = await self._timed("preview", self._result(preview))
+        await asyncio.to_thread(_write_atomically, self.job.preview_path, png)
+        approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
+        if not approved:
+            raise RenderRejected("the watermark preview was rejected")
+
+    async def _mux(self, audio: ray.ObjectRef, encoded: list[ray.ObjectRef], output_format: str,
+                   fps: float) -> MuxStats:
+        out_path = os.path.abspath(self.job.out_path)
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".mux-", dir=os.path.dirname(out_path))
+        try:
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            staged = os.path.join(staging, os.path.basename(out_path))
+            ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, *encoded)
+            stats = await self._result(ref)
+            os.replace(staged, out_path)  # same directory tree, so atomic
+            return replace(stats, path=self.job.out_path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _submit(self, task, options: dict[str, Any], *args) -> Any:
+        """Start a task, remembering it (by its first return) for cancellation."""
+        refs = task.options(**options).remote(*args) if options else task.remote(*args)
+        self._submitted.append(refs[0] if isinstance(refs, list) else refs)
+        return refs
+
+    async def _result(self, ref: ray.ObjectRef) -> Any:
+        """The task's value; a kernel exception is re-raised as itself (not wrapped in RayTaskError)."""
+        try:
+            return await ref
+        except ray.exceptions.RayTaskError as err:
+            raise err.cause from err
+
+    async def _timed(self, stage: str, awaitable) -> Any:
+        started = time.perf_counter()
+        result = await awaitable
+        self.stages[stage] = time.perf_counter() - started
+        return result
+
+    async def _cancel_unfinished(self) -> None:
+        """Force-cancel every unfinished task and wait (bounded) until they are gone, so a killed mux cannot
+        still be writing when its staging files are removed."""
+        if not self._submitted:
+            return
+        _, unfinished = ray.wait(self._submitted, num_returns=len(self._submitted), timeout=0, fetch_local=False)
+        for ref in unfinished:
+            ray.cancel(ref, force=True)
+        if unfinished:
+            await asyncio.wait([asyncio.ensure_future(_settled(ref)) for ref in unfinished], timeout=CANCEL_WAIT_S)
+
+
+async def _settled(ref: ray.ObjectRef) -> None:
+    try:
+        await ref
+    except Exception:  # noqa: BLE001 - a cancelled task's ref resolves to TaskCancelledError; any end will do
+        pass
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Write `path` so that readers see either nothing or the whole file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,395 @@
+"""render_kernels on small generated clips: probe, plan, encode, watermark, preview, mux, failures."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import av
+import numpy as np
+import pytest
+from media import decode_all, decode_frame, make_clip, make_watermark_png, psnr_y
+
+from render_kernels import (
+    RenderSpec,
+    Segment,
+    SourceInfo,
+    UnsupportedMedia,
+    WatermarkSpec,
+    choose_video_encoder,
+    encode_audio,
+    encode_segment,
+    mux_segments,
+    output_size,
+    plan_segments,
+    probe,
+    probe_image,
+    render_preview,
+)
+from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN
+from render_kernels.encoders import nvenc_available
+
+FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
+OUT_W, OUT_H = 1280, 720
+
+
+@pytest.fixture(scope="module")
+def media_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("media")
+
+
+@pytest.fixture(scope="module")
+def clip(media_dir):
+    """4 s, 320x180, audio, keyframes at 0, 1, 2, 3 s."""
+    return make_clip(str(media_dir / "clip.mp4"), seconds=4.0, fps=FPS, gop=FPS)
+
+
+@pytest.fixture(scope="module")
+def odd_clip(media_dir):
+    """Odd dimensions (yuv444p source), no audio."""
+    return make_clip(str(media_dir / "odd.mp4"), seconds=2.0, width=321, height=181, fps=FPS, gop=FPS, audio=False)
+
+
+@pytest.fixture(scope="module")
+def vfr_clip(media_dir):
+    return make_clip(str(media_dir / "vfr.mp4"), seconds=3.0, width=160, height=90, fps=FPS, gop=FPS, vfr=True)
+
+
+@pytest.fixture(scope="module")
+def red_png(media_dir):
+    return make_watermark_png(str(media_dir / "red.png"), w=64, h=32, rgba=(255, 0, 0, 255))
+
+
+def render(source: str, spec: RenderSpec, out_path: str, workers: int = 3, min_segment_s: float = 1.0):
+    """The whole pipeline as the Ray driver runs it, serially."""
+    info = probe(source)
+    segments = [encode_segment(source, s, spec, info) for s in plan_segments(info, workers, min_segment_s)]
+    return mux_segments(segments, encode_audio(source, spec.output_format), spec.output_format, out_path, info.fps)
+
+
+@pytest.fixture(scope="module")
+def mp4_renders(clip, media_dir):
+    """The same job rendered as three segments and as one."""
+    spec = RenderSpec("mp4", "720p")
+    multi = render(clip, spec, str(media_dir / "multi.mp4"), workers=3)
+    single = render(clip, spec, str(media_dir / "single.mp4"), workers=1)
+    return multi, single
+
+
+# --- probe ---------------------------------------------------------------------------------------------
+
+
+def test_probe_reports_exact_facts(clip):
+    info = probe(clip)
+    assert (info.width, info.height, info.video_codec) == (320, 180, "h264")
+    assert info.frame_count == 40 == decode_all(clip, keep="none").frame_count
+    assert info.fps == FPS and info.duration_s == pytest.approx(4.0)
+    assert info.keyframe_times == (0.0, 1.0, 2.0, 3.0)
+    assert info.keyframe_frames == (0, 10, 20, 30)
+    assert info.audio is not None
+    assert (info.audio.codec, info.audio.sample_rate, info.audio.channels) == ("aac", 48000, 2)
+    assert info.audio.duration_s == pytest.approx(4.0, abs=0.05)
+
+
+def test_probe_odd_dimensions_without_audio(odd_clip):
+    info = probe(odd_clip)
+    assert (info.width, info.height, info.frame_count, info.audio) == (321, 181, 20, None)
+
+
+def test_probe_variable_frame_rate(vfr_clip):
+    info = probe(vfr_clip)
+    decoded = decode_all(vfr_clip, keep="none")
+    assert info.frame_count == decoded.frame_count == 30
+    assert len(set(np.round(np.diff(decoded.times), 4))) == 3  # really variable
+    assert info.fps == pytest.approx(FPS, rel=0.05)
+    assert info.keyframe_frames == (0, 10, 20)
+
+
+def test_probe_webm_counts_frames_without_metadata(media_dir):
+    # Matroska stores no frame count: it must come from the packets.
+    path = make_clip(str(media_dir / "src.webm"), seconds=1.0, width=160, height=90, fps=FPS, gop=5,
+                     codec="libvpx-vp9", container="webm")
+    info = probe(path)
+    assert (info.video_codec, info.frame_count, info.fps) == ("vp9", 10, FPS)
+    assert info.keyframe_frames == (0, 5) and info.audio.codec == "opus"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("random.mp4", np.random.default_rng(7).integers(0, 256, 20000, dtype=np.uint8).tobytes(), "cannot open"),
+        ("empty.mp4", b"", "file is empty"),
+    ],
+)
+def test_probe_rejects_garbage(media_dir, name, content, reason):
+    path = media_dir / name
+    path.write_bytes(content)
+    with pytest.raises(UnsupportedMedia) as caught:
+        probe(str(path))
+    assert caught.value.reason.startswith(reason)
+
+
+def test_probe_rejects_truncated_files(clip, mp4_renders, media_dir):
+    # moov at the end (cut off) and moov first (faststart, media data cut off).
+    for source, name in ((clip, "cut.mp4"), (mp4_renders[0].path, "cut_faststart.mp4")):
+        data = open(source, "rb").read()
+        (media_dir / name).write_bytes(data[: len(data) // 2])
+        with pytest.raises(UnsupportedMedia) as caught:
+            probe(str(media_dir / name))
+        assert caught.value.reason.startswith(("cannot open", "file is truncated"))
+    assert "truncated" in caught.value.reason
+
+
+def test_probe_rejects_images_and_missing_files(red_png, media_dir):
+    with pytest.raises(UnsupportedMedia, match="still image"):
+        probe(red_png)
+    with pytest.raises(FileNotFoundError):
+        probe(str(media_dir / "missing.mp4"))
+
+
+def test_probe_image(red_png, clip, media_dir):
+    assert probe_image(red_png) == (64, 32)
+    text = media_dir / "notes.png"
+    text.write_text("definitely not a picture\n")
+    with pytest.raises(UnsupportedMedia, match="cannot"):
+        probe_image(str(text))
+    with pytest.raises(UnsupportedMedia, match="not a still image"):
+        probe_image(clip)
+
+
+# --- planning and sizing -----------------------------------------------------------------------------
+
+
+def hand_info(duration_s: float, fps: float, keyframe_times: tuple[float, ...]) -> SourceInfo:
+    return SourceInfo(path="x.mp4", duration_s=duration_s, fps=fps, frame_count=round(duration_s * fps),
+                      width=1920, height=1080, video_codec="h264", keyframe_times=keyframe_times, audio=None)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 5, 8, 64])
+@pytest.mark.parametrize("min_segment_s", [0.5, 2.0, 7.0])
+def test_plan_segments_cover_every_frame_on_keyframes(workers, min_segment_s):
+    info = hand_info(60.0, 30.0, tuple(float(t) for t in range(0, 60, 2)))
+    segments = plan_segments(info, workers, min_segment_s)
+    assert 1 <= len(segments) <= workers
+    assert [s.index for s in segments] == list(range(len(segments)))
+    assert segments[0].start_frame == 0 and sum(s.frame_count for s in segments) == info.frame_count
+    for a, b in zip(segments, segments[1:]):
+        assert a.start_frame + a.frame_count == b.start_frame and a.end_s == b.start_s
+    for s in segments:
+        assert s.start_s in (0.0, *info.keyframe_times) and s.start_frame == round(s.start_s * info.fps)
+        assert s.end_s - s.start_s >= min_segment_s or len(segments) == 1
+    assert segments[-1].end_s == info.duration_s
+    if min_segment_s <= 2.0 and workers <= 8:
+        assert len(segments) == workers  # enough keyframes: every worker gets one segment
+    assert pickle.loads(pickle.dumps(segments)) == segments
+
+
+def test_plan_segments_short_or_keyframeless_source_is_one_segment():
+    assert plan_segments(hand_info(1.5, 25.0, (0.0, 0.5, 1.0)), 8) == [Segment(0, 0, 38, 0.0, 1.5)]
+    assert len(plan_segments(hand_info(30.0, 25.0, (0.0,)), 8)) == 1
+
+
+def test_plan_segments_on_probed_clip(clip):
+    segments = plan_segments(probe(clip), workers=3, min_segment_s=1.0)
+    assert [(s.start_frame, s.frame_count) for s in segments] == [(0, 10), (10, 20), (30, 10)]
+
+
+@pytest.mark.parametrize(
+    ("src", "resolution", "expected"),
+    [
+        ((1920, 1080), "720p", (1280, 720)),
+        ((640, 360), "1080p", (1920, 1080)),  # scaled up to the requested box
+        ((1080, 1920), "1080p", (608, 1080)),  # portrait fits the landscape box
+        ((321, 181), "720p", (1276, 720)),
+        ((4096, 2160), "4k", (3840, 2024)),
+        ((1440, 1080), "4k", (2880, 2160)),
+    ],
+)
+def test_output_size(src, resolution, expected):
+    w, h = output_size(*src, resolution)
+    assert (w, h) == expected and w % 2 == 0 and h % 2 == 0
+
+
+def test_spec_validation(red_png):
+    with pytest.raises(ValueError):
+        RenderSpec("avi", "720p")
+    with pytest.raises(ValueError):
+        RenderSpec("mp4", "8k")
+    with pytest.raises(ValueError):
+        WatermarkSpec(red_png, position="middle")
+    with pytest.raises(ValueError):
+        WatermarkSpec(red_png, opacity=1.5)
+
+
+def test_choose_video_encoder_falls_back_without_nvenc():
+    if nvenc_available():
+        pytest.skip("this node has an NVENC GPU")
+    assert choose_video_encoder("mp4") == choose_video_encoder("mov") == "libx264"
+    assert choose_video_encoder("webm") == "libvpx-vp9"
+
+
+# --- segment encoding ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("output_format", ["mp4", "webm"])
+def test_encode_segment_starts_with_keyframe_and_is_deterministic(clip, output_format):
+    info = probe(clip)
+    segment = plan_segments(info, 3, 1.0)[1]
+    spec = RenderSpec(output_format, "720p")
+    first = encode_segment(clip, segment, spec, info)
+    again = pickle.loads(pickle.dumps(encode_segment(clip, segment, spec, info)))
+    assert first.packets == again.packets and first.pts == again.pts and first.dts == again.dts
+    assert first.frame_count == len(first.packets) == segment.frame_count == 20
+    assert first.keyframes[0] and sorted(first.pts) == list(range(20))
+    assert first.time_base == (1, FPS) and (first.width, first.height) == (OUT_W, OUT_H)
+    assert first.codec == {"mp4": "libx264", "webm": "libvpx-vp9"}[output_format]
+    assert {"decode_s", "encode_s", "wall_s"} <= first.stats.keys()
+
+
+# --- full renders --------------------------------------------------------------------------------------
+
+
+def check_output(path: str, codec: str, audio_codec: str | None, frames: int, fps: float, keyframes_at=(),
+                 duration_s: float | None = None):
+    """Decode `path` fully and check codecs, size, frame count, constant-rate timestamps and duration."""
+    decoded = decode_all(path, keep="none")
+    assert (decoded.video_codec, decoded.audio_codec) == (codec, audio_codec)
+    assert (decoded.width, decoded.height, decoded.frame_count) == (OUT_W, OUT_H, frames)
+    steps = np.diff(decoded.times)  # continuous, constant frame rate across segment joins
+    assert np.allclose(steps, 1 / fps, atol=0.0015)
+    assert all(decoded.keyframes[i] for i in keyframes_at)
+    # The container lasts as long as its longer stream (the audio, when the video was retimed).
+    assert decoded.duration_s == pytest.approx(duration_s or frames / fps, abs=0.03)
+    return decoded
+
+
+@pytest.mark.parametrize(
+    ("output_format", "codec", "audio_codec", "container"),
+    [("mp4", "h264", "aac", "mov,mp4,m4a,3gp,3g2,mj2"), ("mov", "h264", "aac", "mov,mp4,m4a,3gp,3g2,mj2"),
+     ("webm", "vp9", "opus", "matroska,webm")],
+)
+def test_render_each_container(clip, media_dir, mp4_renders, output_format, codec, audio_codec, container):
+    if output_format == "mp4":
+        stats = mp4_renders[0]
+    else:
+        stats = render(clip, RenderSpec(output_format, "720p"), str(media_dir / f"out.{output_format}"))
+    assert stats.frame_count == 40 and (stats.width, stats.height) == (OUT_W, OUT_H)
+    assert stats.size_bytes == os.path.getsize(stats.path) and stats.duration_s == pytest.approx(4.0, abs=0.03)
+    decoded = check_output(stats.path, codec, audio_codec, 40, FPS, keyframes_at=(0, 10, 30))
+    assert decoded.format_name == container
+    assert decoded.audio_samples == pytest.approx(4.0 * 48000, rel=0.02)
+    assert [f for f in os.listdir(media_dir) if f.startswith(".mux-")] == []
+
+
+def test_render_without_audio_has_no_audio_stream(odd_clip, media_dir):
+    stats = render(odd_clip, RenderSpec("mp4", "720p"), str(media_dir / "odd_out.mp4"), workers=2)
+    assert encode_audio(odd_clip, "mp4") is None
+    with av.open(stats.path) as container:
+        assert len(container.streams.audio) == 0
+    assert stats.width == 1276  # 321x181 fitted into 1280x720
+    decoded = decode_all(stats.path, keep="none")
+    assert decoded.frame_count == 20 and decoded.keyframes[10]
+
+
+def test_multi_segment_render_matches_single_segment(mp4_renders):
+    multi, single = (decode_all(r.path) for r in mp4_renders)
+    assert multi.frame_count == single.frame_count == 40
+    assert min(psnr_y(a, b) for a, b in zip(multi.frames, single.frames)) >= 40.0
+
+
+def test_variable_frame_rate_source_renders_constant_rate(vfr_clip, media_dir):
+    info = probe(vfr_clip)
+    stats = render(vfr_clip, RenderSpec("mp4", "720p"), str(media_dir / "vfr_out.mp4"), workers=2)
+    assert stats.frame_count == info.frame_count == 30
+    check_output(stats.path, "h264", "aac", 30, info.fps, keyframes_at=(0, 10), duration_s=info.audio.duration_s)
+
+
+def test_mux_failure_leaves_no_artifact(clip, media_dir):
+    info = probe(clip)
+    segment = encode_segment(clip, plan_segments(info, 1)[0], RenderSpec("mp4", "720p"), info)
+    target = media_dir / "failed.webm"
+    with pytest.raises(ValueError):  # H.264 cannot go into webm
+        mux_segments([segment], None, "webm", str(target), info.fps)
+    assert not target.exists() and [f for f in os.listdir(media_dir) if f.startswith(".mux-")] == []
+
+
+def test_encode_audio_codecs(clip):
+    aac, opus = encode_audio(clip, "mov"), encode_audio(clip, "webm")
+    assert (aac.codec, aac.sample_rate, aac.channels, aac.time_base) == ("aac", 48000, 2, (1, 48000))
+    assert (opus.codec, opus.sample_rate) == ("libopus", 48000) and opus.extradata.startswith(b"OpusHead")
+    assert aac.packets and aac.dts == sorted(aac.dts)
+
+
+# --- watermark and preview -----------------------------------------------------------------------------
+
+
+def watermark_box(position: str) -> tuple[int, int, int, int]:
+    """Expected (x, y, w, h) of the 64x32 watermark in a 1280x720 frame, from the documented rule."""
+    h = round(OUT_H * WATERMARK_HEIGHT / 2) * 2
+    w = round(h * 2 / 2) * 2
+    m = round(OUT_H * WATERMARK_MARGIN / 2) * 2
+    x = {"top_left": m, "bottom_left": m, "top_right": OUT_W - w - m, "bottom_right": OUT_W - w - m,
+         "center": (OUT_W - w) // 4 * 2}[position]  # offsets are even (4:2:0 chroma)
+    y = {"top_left": m, "top_right": m, "bottom_left": OUT_H - h - m, "bottom_right": OUT_H - h - m,
+         "center": (OUT_H - h) // 4 * 2}[position]
+    return x, y, w, h
+
+
+def png_pixels(data: bytes, media_dir, name: str) -> np.ndarray:
+    path = media_dir / name
+    path.write_bytes(data)
+    with av.open(str(path)) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24").astype(np.float64)
+
+
+def inside_and_outside(box, inset: int = 4, outset: int = 4):
+    x, y, w, h = box
+    inside = np.zeros((OUT_H, OUT_W), bool)
+    inside[y + inset : y + h - inset, x + inset : x + w - inset] = True
+    outside = np.ones((OUT_H, OUT_W), bool)
+    outside[max(0, y - outset) : y + h + outset, max(0, x - outset) : x + w + outset] = False
+    return inside, outside
+
+
+@pytest.mark.parametrize("position", ["top_left", "top_right", "bottom_left", "bottom_right", "center"])
+def test_preview_places_watermark_with_opacity(clip, red_png, media_dir, position):
+    info = probe(clip)
+    plain = png_pixels(render_preview(clip, info, RenderSpec("mp4", "720p")), media_dir, "plain.png")
+    spec = RenderSpec("mp4", "720p", WatermarkSpec(red_png, position=position, opacity=0.5))
+    marked = png_pixels(render_preview(clip, info, spec), media_dir, f"{position}.png")
+    assert marked.shape == (OUT_H, OUT_W, 3)
+    rows, cols = np.nonzero(np.any(marked != plain, axis=2))  # the preview is exact: no codec noise
+    x, y, w, h = watermark_box(position)
+    assert (cols.min(), rows.min(), cols.max() + 1, rows.max() + 1) == (x, y, x + w, y + h)
+    inside, _ = inside_and_outside((x, y, w, h), inset=1)
+    expected = 0.5 * np.array([255.0, 0, 0]) + 0.5 * plain[inside]
+    assert np.abs(marked[inside] - expected).mean(axis=0) == pytest.approx([0, 0, 0], abs=3)
+
+
+def test_zero_opacity_watermark_changes_nothing(clip, red_png):
+    info = probe(clip)
+    plain = render_preview(clip, info, RenderSpec("webm", "720p"))
+    assert render_preview(clip, info, RenderSpec("webm", "720p", WatermarkSpec(red_png, opacity=0.0))) == plain
+
+
+def test_rendered_video_carries_watermark(clip, red_png, media_dir, mp4_renders):
+    spec = RenderSpec("mp4", "720p", WatermarkSpec(red_png, position="bottom_right", opacity=0.7))
+    stats = render(clip, spec, str(media_dir / "marked.mp4"), workers=1)
+    inside, outside = inside_and_outside(watermark_box("bottom_right"), outset=8)
+    for index in (0, 25):
+        plain = decode_frame(mp4_renders[1].path, index).astype(np.float64)
+        marked = decode_frame(stats.path, index).astype(np.float64)
+        expected = 0.7 * np.array([255.0, 0, 0]) + 0.3 * plain[inside]
+        assert np.abs(marked[inside] - expected).mean(axis=0) == pytest.approx([0, 0, 0], abs=4)
+        assert np.abs(marked[outside] - plain[outside]).mean() < 2.0
+
+
+def test_watermark_must_be_an_image(clip, media_dir):
+    info = probe(clip)
+    text = media_dir / "logo.png"
+    text.write_text("not an image")
+    spec = RenderSpec("mp4", "720p", WatermarkSpec(str(text)))
+    with pytest.raises(UnsupportedMedia, match="cannot"):
+        encode_segment(clip, plan_segments(info, 1)[0], spec, info)
+    with pytest.raises(UnsupportedMedia, match="not a still image"):
+        render_preview(clip, info, RenderSpec("mp4", "720p", WatermarkSpec(clip)))

@@ -28,10 +28,46 @@ async def send_json(send: Send, status: int, body: Any, headers: dict[str, str] 
 
 
 def jsonrpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """An error answering a request whose id is unknown: 2026-07-28's `JSONRPCErrorResponse` leaves `id`
+    out rather than sending JSON-RPC 2.0's `null` (its `RequestId` is a string or an integer)."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return {"jsonrpc": "2.0", "id": None, "error": error}
+    return {"jsonrpc": "2.0", "error": error}
+
+
+def omit_null_ids(send: Send) -> Send:
+    """Rewrite the SDK's `"id": null` error bodies (parse errors, invalid envelopes) to the schema's shape.
+
+    Only JSON error responses are touched; they are small and sent as one body message.
+    """
+    start: Message | None = None
+
+    async def _send(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            content_type = dict(message.get("headers", [])).get(b"content-type", b"")
+            if message["status"] >= 400 and content_type.startswith(b"application/json"):
+                start = message
+                return
+        elif message["type"] == "http.response.body" and start is not None and not message.get("more_body"):
+            body = message.get("body", b"")
+            try:
+                decoded = json.loads(body)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, dict) and "id" in decoded and decoded["id"] is None:
+                del decoded["id"]
+                body = json.dumps(decoded, separators=(",", ":")).encode()
+            headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            start = None
+            await send({"type": "http.response.body", "body": body})
+            return
+        await send(message)
+
+    return _send
 
 
 class BodyTooLarge(Exception):
@@ -99,4 +135,4 @@ class McpEndpoint:
             message = f"Request body exceeds the {self.max_body_bytes}-byte limit"
             await send_json(send, 413, jsonrpc_error(-32600, message, {"max_body_bytes": self.max_body_bytes}))
             return
-        await self.manager.handle_request(scope, replay(body, receive), send)
+        await self.manager.handle_request(scope, replay(body, receive), omit_null_ids(send))

@@ -14,7 +14,8 @@ from .probe import describe, open_input
 
 AAC_BIT_RATE = 160_000
 OPUS_BIT_RATE = 128_000
-OPUS_SAMPLE_RATE = 48_000  # Opus always runs at 48 kHz internally; other rates would be resampled anyway
+OPUS_SAMPLE_RATE = 48_000  # Opus runs at 48 kHz internally (and WebM players expect it)
+FALLBACK_SAMPLE_RATE = 48_000  # for source rates AAC cannot carry
 
 
 @dataclass
@@ -36,7 +37,8 @@ class EncodedAudio:
 def encode_audio(source_path: str, output_format: str) -> EncodedAudio | None:
     """Decode, resample and encode the first audio stream; None when the source has no audio.
 
-    Mono stays mono; everything else is downmixed to stereo. The track starts with the video (its first
+    AAC keeps the source sample rate when it can carry it; Opus is always 48 kHz. Mono stays mono;
+    everything else is downmixed to stereo. The track starts with the video (its first
     sample is laid at time 0): the source's audio/video start offset, if any, is not preserved.
     """
     started = time.perf_counter()
@@ -46,10 +48,12 @@ def encode_audio(source_path: str, output_format: str) -> EncodedAudio | None:
             return None
         stream = container.streams.audio[0]
         source = stream.codec_context
-        rate = OPUS_SAMPLE_RATE if codec == "libopus" else source.sample_rate
         layout = "mono" if source.channels == 1 else "stereo"
-
         encoder = av.CodecContext.create(codec, "w")
+        if codec == "libopus":
+            rate = OPUS_SAMPLE_RATE
+        else:
+            rate = source.sample_rate if source.sample_rate in encoder.codec.audio_rates else FALLBACK_SAMPLE_RATE
         encoder.sample_rate = rate
         encoder.layout = layout
         encoder.format = encoder.codec.audio_formats[0]

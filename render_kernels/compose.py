@@ -68,8 +68,6 @@ class Watermark:
         alpha = np.rint(a * (spec.opacity * 256 / 255))
         alpha_sum = _block_sums(alpha)
         alpha_c = np.rint(alpha_sum / 4)
-        self.size = (w, h)
-        self.position = (x, y)
         self._layers = [_layer(0, x, y, luma, alpha)] + [
             _layer(i, x // 2, y // 2, _block_sums(c * alpha) / np.maximum(alpha_sum, 1), alpha_c)
             for i, c in ((1, u), (2, v))

@@ -11,13 +11,14 @@ from fractions import Fraction
 
 import av
 
+from .spec import FORMAT_ENCODERS
+
 ENCODER_THREADS = 2
 X264_OPTIONS = {"preset": "veryfast", "crf": "23"}
 NVENC_OPTIONS = {"preset": "p4", "tune": "hq", "rc": "vbr", "cq": "23"}
 # Realtime deadline with high cpu-used: several times faster than "good" at a modest size cost.
 VP9_OPTIONS = {"deadline": "realtime", "cpu-used": "8", "crf": "32", "row-mt": "1"}
 ENCODER_OPTIONS = {"libx264": X264_OPTIONS, "h264_nvenc": NVENC_OPTIONS, "libvpx-vp9": VP9_OPTIONS}
-FORMAT_ENCODERS = {"mp4": ("libx264", "h264_nvenc"), "mov": ("libx264", "h264_nvenc"), "webm": ("libvpx-vp9",)}
 
 
 def open_video_encoder(codec: str, width: int, height: int, rate: Fraction) -> av.VideoCodecContext:

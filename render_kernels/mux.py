@@ -15,8 +15,7 @@ from .audio import EncodedAudio
 from .probe import frame_rate
 from .video import EncodedSegment
 
-CONTAINERS = {"mp4": "mp4", "mov": "mov", "webm": "webm"}
-# moov box first, so players can start before the whole file has arrived.
+# Muxer options per output format (the format names are FFmpeg's muxer names). mp4/mov: moov box first, so players can start before the whole file has arrived.
 CONTAINER_OPTIONS = {"mp4": {"movflags": "+faststart"}, "mov": {"movflags": "+faststart"}, "webm": {}}
 
 
@@ -37,14 +36,23 @@ def mux_segments(segments: list[EncodedSegment], audio: EncodedAudio | None, out
     Video timestamps are made continuous by offsetting each segment by the frames before it; packets of both
     streams are interleaved by decode time. The file is written beside `out_path` under a temporary name and
     renamed into place only when complete, so a failed or cancelled mux leaves no partial artifact.
+
+    All segments must come from the same encoder settings (one codec header describes them all), so the
+    driver should fix `RenderSpec.video_encoder` once for the whole render; mixed segments raise ValueError.
     """
+    if output_format not in CONTAINER_OPTIONS:
+        raise ValueError(f"unknown output format {output_format!r}")
+    if not segments:
+        raise ValueError("no segments to mux")
     segments = sorted(segments, key=lambda s: s.index)
     first = segments[0]
+    if any(_encoding(s) != _encoding(first) for s in segments):
+        raise ValueError("segments were encoded with different codecs, sizes, rates or codec headers")
     directory = os.path.dirname(os.path.abspath(out_path))
     fd, tmp_path = tempfile.mkstemp(prefix=".mux-", suffix=f".{output_format}", dir=directory)
     os.close(fd)
     try:
-        with av.open(tmp_path, "w", format=CONTAINERS[output_format],
+        with av.open(tmp_path, "w", format=output_format,
                      container_options=CONTAINER_OPTIONS[output_format]) as container:
             video = _stream_like(container, first.codec, first.extradata)
             video.codec_context.width, video.codec_context.height = first.width, first.height
@@ -74,6 +82,10 @@ def mux_segments(segments: list[EncodedSegment], audio: EncodedAudio | None, out
         width=first.width,
         height=first.height,
     )
+
+
+def _encoding(segment: EncodedSegment) -> tuple:
+    return segment.codec, segment.width, segment.height, segment.time_base, segment.extradata
 
 
 def _stream_like(container: av.container.OutputContainer, codec: str, extradata: bytes | None) -> av.stream.Stream:

@@ -108,7 +108,7 @@ def probe(path: str) -> SourceInfo:
         count = len(scan.video_pts)
         if video.frames and count < video.frames:
             raise UnsupportedMedia(f"file is truncated: {count} of {video.frames} video frames present")
-        rate = _average_rate(video, scan.video_pts, count)
+        rate = _average_rate(video, scan.video_pts)
         ordered = sorted(scan.video_pts)
         keyframe_pts = sorted(set(scan.keyframe_pts))
         ctx = video.codec_context
@@ -164,8 +164,9 @@ def _scan(container, video, audio) -> _Scan:
     return scan
 
 
-def _average_rate(video, pts: list[int], count: int) -> Fraction:
+def _average_rate(video, pts: list[int]) -> Fraction:
     """Average frame rate: the declared rate when it matches the measured one (it is exact), else measured."""
+    count = len(pts)
     span = (max(pts) - min(pts)) * video.time_base
     if count < 2 or span <= 0:
         declared = video.average_rate or video.guessed_rate

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RESOLUTION_BOXES = {"720p": (1280, 720), "1080p": (1920, 1080), "4k": (3840, 2160)}
-OUTPUT_FORMATS = ("mp4", "webm", "mov")
+# Video encoders each container accepts (the first is the CPU default; see encoders.choose_video_encoder).
+FORMAT_ENCODERS = {"mp4": ("libx264", "h264_nvenc"), "mov": ("libx264", "h264_nvenc"), "webm": ("libvpx-vp9",)}
 POSITIONS = ("top_left", "top_right", "bottom_left", "bottom_right", "center")
 
 
@@ -30,10 +31,13 @@ class RenderSpec:
     video_encoder: str | None = None  # None: choose_video_encoder(output_format)
 
     def __post_init__(self) -> None:
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, not {self.output_format!r}")
+        if self.output_format not in FORMAT_ENCODERS:
+            raise ValueError(f"output_format must be one of {tuple(FORMAT_ENCODERS)}, not {self.output_format!r}")
         if self.resolution not in RESOLUTION_BOXES:
             raise ValueError(f"resolution must be one of {tuple(RESOLUTION_BOXES)}, not {self.resolution!r}")
+        encoders = FORMAT_ENCODERS[self.output_format]
+        if self.video_encoder is not None and self.video_encoder not in encoders:
+            raise ValueError(f"{self.output_format} takes video from {encoders}, not {self.video_encoder!r}")
 
 
 def even(value: float) -> int:

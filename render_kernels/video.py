@@ -40,7 +40,9 @@ def encode_segment(source_path: str, segment: Segment, spec: RenderSpec, info: S
     """Encode the segment's frames with a fresh encoder (so its first frame is a keyframe).
 
     The output is constant frame rate at the source's average fps with exactly one output frame per source
-    frame: variable-frame-rate sources are retimed, never padded or dropped.
+    frame: variable-frame-rate sources are retimed, never padded or dropped. With `spec.video_encoder`
+    unset the encoder is chosen on this node; a driver whose nodes differ (NVENC or not) should set it once
+    for the render, since mux_segments needs every segment from the same encoder.
     """
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)

@@ -1,0 +1,74 @@
+"""The operator interface that needs no running server: `cluster.yaml`, `vidforge assets add`, config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+
+from serve_app.auth import TokenFileError, check_bind_allowed, load_tokens
+from tests.harness import REPO
+from tests.media import make_clip, make_watermark_png
+
+
+def test_cluster_yaml_parses_with_head_gpu_and_cpu_node_types():
+    config = yaml.safe_load((REPO / "cluster.yaml").read_text())
+    types = config["available_node_types"]
+    assert config["head_node_type"] == "head"
+    assert "GPU" not in types["head"]["resources"]
+    assert types["gpu_worker"]["resources"]["GPU"] >= 1
+    assert "GPU" not in types["cpu_worker"]["resources"]
+    assert any("vidforge serve" in cmd and "--ray-address auto" in cmd for cmd in config["head_start_ray_commands"])
+    assert any("pip install" in cmd for cmd in config["setup_commands"])
+    for key in ("cluster_name", "provider", "auth", "max_workers"):
+        assert key in config
+
+
+def run_cli(*args, data_dir):
+    return subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "assets", "add", *args, "--data-dir", str(data_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_assets_add_prints_uri_last_and_rejects_unreadable_files(tmp_path):
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=1.0)
+    logo = make_watermark_png(str(tmp_path / "logo.png"))
+    for path, kind in ((clip, "video"), (logo, "image")):
+        run = run_cli(path, data_dir=tmp_path / "data")
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.strip().splitlines()
+        assert lines[-1].startswith("vidforge://assets/a_")
+        assert lines[0].startswith(kind)
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"\x00" * 1000)
+    run = run_cli(str(junk), data_dir=tmp_path / "data")
+    assert run.returncode == 2 and "rejected" in run.stderr
+    assert run_cli(str(tmp_path / "missing.mp4"), data_dir=tmp_path / "data").returncode == 2
+
+
+def test_tokens_file_rules(tmp_path):
+    assert load_tokens(None) is None
+    good = tmp_path / "tokens.json"
+    good.write_text('{"t1": "alice"}')
+    assert load_tokens(str(good)) == {"t1": "alice"}
+    for bad in ("[]", "{}", '{"t": 5}', "not json"):
+        path = tmp_path / "bad.json"
+        path.write_text(bad)
+        try:
+            load_tokens(str(path))
+        except TokenFileError:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
+    check_bind_allowed("127.0.0.1", None)
+    check_bind_allowed("0.0.0.0", {"t1": "alice"})
+    try:
+        check_bind_allowed("0.0.0.0", None)
+    except TokenFileError:
+        pass
+    else:
+        raise AssertionError("non-loopback bind without tokens was allowed")

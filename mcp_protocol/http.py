@@ -8,6 +8,7 @@ refused (400/-32022: this server is modern-only), and a documented request-body 
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -36,36 +37,42 @@ def jsonrpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "error": error}
 
 
-def omit_null_ids(send: Send) -> Send:
-    """Rewrite the SDK's `"id": null` error bodies (parse errors, invalid envelopes) to the schema's shape.
+def jsonrpc_error_bodies(send: Send) -> Send:
+    """Give every error the SDK answers a JSON-RPC body in the 2026-07-28 schema's shape.
 
-    Only JSON error responses are touched; they are small and sent as one body message.
+    The SDK writes `"id": null` on parse errors and invalid envelopes (the schema leaves an unknown id
+    out), and plain-text or empty bodies for transport refusals (bad Content-Type 400, 406, 421). Error
+    responses are small and sent as one body message, so they are buffered and rewritten.
     """
     start: Message | None = None
 
     async def _send(message: Message) -> None:
         nonlocal start
-        if message["type"] == "http.response.start":
-            content_type = dict(message.get("headers", [])).get(b"content-type", b"")
-            if message["status"] >= 400 and content_type.startswith(b"application/json"):
-                start = message
-                return
-        elif message["type"] == "http.response.body" and start is not None and not message.get("more_body"):
-            body = message.get("body", b"")
-            try:
-                decoded = json.loads(body)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, dict) and "id" in decoded and decoded["id"] is None:
-                del decoded["id"]
-                body = json.dumps(decoded, separators=(",", ":")).encode()
-            headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({**start, "headers": headers})
-            start = None
-            await send({"type": "http.response.body", "body": body})
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            start = message
             return
-        await send(message)
+        if message["type"] != "http.response.body" or start is None:
+            await send(message)
+            return
+        if message.get("more_body"):
+            raise RuntimeError("streamed error bodies are not expected")
+        body = message.get("body", b"")
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict) and "jsonrpc" in decoded:
+            if "id" in decoded and decoded["id"] is None:
+                del decoded["id"]
+        else:
+            reason = body.decode("utf-8", "replace").strip() or HTTPStatus(start["status"]).phrase
+            decoded = jsonrpc_error(-32600, reason)
+        payload = json.dumps(decoded, separators=(",", ":")).encode()
+        headers = [(k, v) for k, v in start["headers"] if k not in (b"content-length", b"content-type")]
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        await send({**start, "headers": headers})
+        start = None
+        await send({"type": "http.response.body", "body": payload})
 
     return _send
 
@@ -135,4 +142,4 @@ class McpEndpoint:
             message = f"Request body exceeds the {self.max_body_bytes}-byte limit"
             await send_json(send, 413, jsonrpc_error(-32600, message, {"max_body_bytes": self.max_body_bytes}))
             return
-        await self.manager.handle_request(scope, replay(body, receive), omit_null_ids(send))
+        await self.manager.handle_request(scope, replay(body, receive), jsonrpc_error_bodies(send))

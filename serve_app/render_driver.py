@@ -69,6 +69,10 @@ class RenderJob:
     preview_path: str | None = None  # where the watermark preview PNG goes; used only when spec.watermark
     workers: int = 0  # segments to aim for; 0: the cluster's CPU count
 
+    def __post_init__(self) -> None:
+        if self.spec.watermark is not None and not self.preview_path:
+            raise ValueError("a render with a watermark needs a preview_path")
+
 
 class RenderHooks(Protocol):
     async def progress(self, frames_done: int, frames_total: int, phase: str) -> None:
@@ -123,9 +127,10 @@ class RenderRun:
 
     job: RenderJob
     hooks: RenderHooks
-    stages: dict[str, float] = field(default_factory=dict)
-    segment_stats: list[dict[str, Any]] = field(default_factory=list)
-    _submitted: list[ray.ObjectRef] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=dict, init=False)
+    segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
+    _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
+    _staging: str | None = field(default=None, init=False)  # the mux's private directory, once made
 
     async def run(self) -> MuxStats:
         started = time.perf_counter()
@@ -136,6 +141,8 @@ class RenderRun:
             _remove(self.job.out_path)
             raise
         finally:
+            if self._staging is not None:  # only now: a cancelled mux is gone, it cannot write there any more
+                shutil.rmtree(self._staging, ignore_errors=True)
             self.stages["total"] = time.perf_counter() - started
 
     async def _render(self) -> MuxStats:
@@ -153,7 +160,7 @@ class RenderRun:
         audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
 
         gate = [self._approval_gate(preview)] if preview is not None else []
-        work = (self._encode(summaries, info.frame_count), self._timed("audio", self._result(audio)), *gate)
+        work = (self._encode(summaries, info.frame_count), self._timed("audio", _value(audio)), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
             await asyncio.gather(*waits)  # raises the first failure (or the rejection) at once
@@ -169,7 +176,7 @@ class RenderRun:
         gpus = ray.cluster_resources().get("GPU", 0)
         if spec.video_encoder is None:
             if gpus:  # decide where a GPU is: whether NVENC opens is a property of the node
-                encoder = await self._result(self._submit(_encoder_task, {}, spec.output_format))
+                encoder = await _value(self._submit(_encoder_task, {}, spec.output_format))
             else:
                 encoder = await asyncio.to_thread(choose_video_encoder, spec.output_format)
             spec = replace(spec, video_encoder=encoder)
@@ -180,7 +187,7 @@ class RenderRun:
     async def _encode(self, summaries: list[ray.ObjectRef], frames_total: int) -> None:
         """Await the segment summaries as they complete, reporting cumulative progress."""
         started = time.perf_counter()
-        waiting = {asyncio.ensure_future(self._result(ref)) for ref in summaries}
+        waiting = {asyncio.ensure_future(_value(ref)) for ref in summaries}
         frames_done = 0
         try:
             while waiting:
@@ -198,7 +205,7 @@ class RenderRun:
 
     async def _approval_gate(self, preview: ray.ObjectRef) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""
-        png = await self._timed("preview", self._result(preview))
+        png = await self._timed("preview", _value(preview))
         await asyncio.to_thread(_write_atomically, self.job.preview_path, png)
         approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
         if not approved:
@@ -208,29 +215,19 @@ class RenderRun:
                    fps: float) -> MuxStats:
         out_path = os.path.abspath(self.job.out_path)
         os.makedirs(os.path.dirname(out_path), exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=".mux-", dir=os.path.dirname(out_path))
-        try:
-            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-            staged = os.path.join(staging, os.path.basename(out_path))
-            ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, *encoded)
-            stats = await self._result(ref)
-            os.replace(staged, out_path)  # same directory tree, so atomic
-            return replace(stats, path=self.job.out_path)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        self._staging = tempfile.mkdtemp(prefix=".mux-", dir=os.path.dirname(out_path))
+        staged = os.path.join(self._staging, os.path.basename(out_path))
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, *encoded)
+        stats = await _value(ref)
+        os.replace(staged, out_path)  # same directory tree, so atomic
+        return replace(stats, path=self.job.out_path)
 
     def _submit(self, task, options: dict[str, Any], *args) -> Any:
         """Start a task, remembering it (by its first return) for cancellation."""
         refs = task.options(**options).remote(*args) if options else task.remote(*args)
         self._submitted.append(refs[0] if isinstance(refs, list) else refs)
         return refs
-
-    async def _result(self, ref: ray.ObjectRef) -> Any:
-        """The task's value; a kernel exception is re-raised as itself (not wrapped in RayTaskError)."""
-        try:
-            return await ref
-        except ray.exceptions.RayTaskError as err:
-            raise err.cause from err
 
     async def _timed(self, stage: str, awaitable) -> Any:
         started = time.perf_counter()
@@ -248,6 +245,14 @@ class RenderRun:
             ray.cancel(ref, force=True)
         if unfinished:
             await asyncio.wait([asyncio.ensure_future(_settled(ref)) for ref in unfinished], timeout=CANCEL_WAIT_S)
+
+
+async def _value(ref: ray.ObjectRef) -> Any:
+    """A task's value; a kernel exception is re-raised as itself (not wrapped in a RayTaskError)."""
+    try:
+        return await ref
+    except ray.exceptions.RayTaskError as err:
+        raise err.cause from err
 
 
 async def _settled(ref: ray.ObjectRef) -> None:

@@ -62,12 +62,22 @@ def render_vidforge(source: str, spec: RenderSpec, out_dir: str, workers: int) -
     return run
 
 
+def watermark_box(watermark: WatermarkSpec, width: int, height: int) -> tuple[int, int, int, int]:
+    """(x, y, w, h) of the watermark the kernels blend into a width x height frame.
+
+    Read off the kernels' prepared luma layer rather than re-deriving their sizing rule here (it has no
+    public accessor yet); 2 is the "unspecified" YUV matrix, which does not affect geometry.
+    """
+    luma = Watermark(watermark, width, height, colorspace=2)._layers[0]
+    h, w = luma.keep.shape
+    return luma.x, luma.y, w, h
+
+
 def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
     """The same render as one ffmpeg command: scale, overlay (same size, place, opacity), x264, AAC."""
     info = probe(source)
     width, height = output_size(info.width, info.height, spec.resolution)
-    mark = Watermark(spec.watermark, width, height, colorspace=2)  # geometry only; 2: unspecified matrix
-    (wm_w, wm_h), (x, y) = mark.size, mark.position
+    x, y, wm_w, wm_h = watermark_box(spec.watermark, width, height)
     graph = (
         f"[0:v]scale={width}:{height}:flags={INTERPOLATION.lower()}[v];"
         f"[1:v]scale={wm_w}:{wm_h}:flags=bicubic,format=rgba,colorchannelmixer=aa={spec.watermark.opacity}[wm];"

@@ -28,6 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
     from serve_app.supervisor import supervisor_handle
 
     ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
+    print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
     ray.get(registry_handle(config).start.remote())
     # Resumes renders that were in flight when the server last stopped, before accepting new ones.
     ray.get(supervisor_handle(config).ready.remote())

@@ -153,11 +153,12 @@ class RenderRun:
         spec, segment_options = await self._fix_encoder(job.spec, len(segments))
         await self.hooks.progress(0, info.frame_count, "rendering")
 
-        # Submission order is start order when CPUs are short: the preview first, as a person waits on it.
+        # Submission order is start order when CPUs are short: the preview first, as a person waits on it;
+        # then the audio, which would otherwise run alone after the (equally sized) segments end together.
         preview = self._submit(_preview_task, {}, job.source_path, info, spec) if spec.watermark else None
+        audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
         parts = [self._submit(segment_task, segment_options, job.source_path, s, spec, info) for s in segments]
         summaries, encoded = [p[0] for p in parts], [p[1] for p in parts]
-        audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
 
         gate = [self._approval_gate(preview)] if preview is not None else []
         work = (self._encode(summaries, info.frame_count), self._timed("audio", _value(audio)), *gate)

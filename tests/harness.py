@@ -24,6 +24,8 @@ SCHEMAS = REPO.parent / "shared" / "schemas"
 PROTOCOL = "2026-07-28"
 TASKS_EXT = "io.modelcontextprotocol/tasks"
 START_TIMEOUT_S = 240
+RENDER_DEADLINE_S = 300
+TERMINAL = ("completed", "failed", "cancelled")
 
 _CORE = json.loads((SCHEMAS / "mcp-2026-07-28.schema.json").read_text())
 _TASKS = json.loads((SCHEMAS / "ext-tasks-2026-07-28.schema.json").read_text())
@@ -218,3 +220,34 @@ class Wire:
 
     def close(self) -> None:
         self.client.close()
+
+
+def upload(server, path: str, token: str | None = None) -> str:
+    """`POST /assets`; returns the asset URI."""
+    with open(path, "rb") as fh:
+        response = httpx.post(
+            f"{server.base}/assets",
+            params={"filename": os.path.basename(path)},
+            content=fh.read(),
+            headers={"Authorization": f"Bearer {token}"} if token else {},
+            timeout=120,
+        )
+    assert response.status_code == 201, response.text
+    return response.json()["uri"]
+
+
+def poll_task(wire: Wire, task_id: str, until, timeout=RENDER_DEADLINE_S) -> dict:
+    def check():
+        body = wire.task("tasks/get", task_id)
+        assert "result" in body, body
+        return body["result"] if until(body["result"]) else None
+
+    return wait_until(check, timeout, interval=0.3, message=f"task {task_id}")
+
+
+def poll_status(wire: Wire, render_id: str, until, timeout=RENDER_DEADLINE_S) -> dict:
+    def check():
+        status = wire.tool("vidforge_get_render_status", {"render_id": render_id})["structuredContent"]
+        return status if until(status) else None
+
+    return wait_until(check, timeout, interval=0.3, message=f"render {render_id}")

@@ -13,14 +13,23 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.harness import PROTOCOL, ServerProcess, Wire, validate, wait_until
+from tests.harness import (
+    PROTOCOL,
+    RENDER_DEADLINE_S,
+    TERMINAL,
+    ServerProcess,
+    Wire,
+    poll_status,
+    poll_task,
+    upload,
+    validate,
+    wait_until,
+)
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
 
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}
-TERMINAL = ("completed", "failed", "cancelled")
-RENDER_DEADLINE_S = 300
 DISCOVERY_BUDGET_BYTES = 24 * 1024  # documented in README: the serialized tools/list stays under this
 
 
@@ -48,19 +57,6 @@ def _write(path, data: bytes):
     return path
 
 
-def upload(server, path: str, token: str) -> str:
-    with open(path, "rb") as fh:
-        response = httpx.post(
-            f"{server.base}/assets",
-            params={"filename": os.path.basename(path)},
-            content=fh.read(),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=120,
-        )
-    assert response.status_code == 201, response.text
-    return response.json()["uri"]
-
-
 @pytest.fixture(scope="module")
 def assets(server, media):
     return {
@@ -79,23 +75,6 @@ def render_args(assets, who="alice", source="clip", watermark=True, fmt="mp4", *
     if watermark:
         args["watermark"] = {"image_asset_uri": assets[(who, "logo")], "position": "bottom_right", "opacity": 0.6}
     return args
-
-
-def poll_task(wire: Wire, task_id: str, until, timeout=RENDER_DEADLINE_S) -> dict:
-    def check():
-        body = wire.task("tasks/get", task_id)
-        assert "result" in body, body
-        return body["result"] if until(body["result"]) else None
-
-    return wait_until(check, timeout, interval=0.3, message=f"task {task_id}")
-
-
-def poll_status(wire: Wire, render_id: str, until, timeout=RENDER_DEADLINE_S) -> dict:
-    def check():
-        status = wire.tool("vidforge_get_render_status", {"render_id": render_id})["structuredContent"]
-        return status if until(status) else None
-
-    return wait_until(check, timeout, interval=0.3, message=f"render {render_id}")
 
 
 def assert_watermarked_video(path: str, fmt: str, expect_frames: int, watermark: bool):
@@ -390,7 +369,7 @@ def test_approval_timeout_quota_and_task_expiry(short_server, media):
             "watermark": {"image_asset_uri": logo}}
     task_id = wire.tool("vidforge_render_video", args)["taskId"]
     # quota: one concurrent render per principal on this server
-    over = wire.tool("vidforge_render_video", {**args, "watermark": None} if False else args)
+    over = wire.tool("vidforge_render_video", args)
     assert over["isError"] is True
     quota = over["structuredContent"]
     assert quota["code"] == "render_quota_exceeded" and quota["temporary"] is True

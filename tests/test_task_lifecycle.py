@@ -356,6 +356,8 @@ def short_server(tmp_path_factory):
         "VIDFORGE_TASK_TTL_MS": "8000",
         "VIDFORGE_MAX_CONCURRENT_RENDERS": "1",
         "VIDFORGE_SWEEP_INTERVAL_S": "0.5",
+        "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": "1000",
+        "VIDFORGE_MAX_ASSET_BYTES": "3000000",
     }
     proc = ServerProcess(tmp_path_factory.mktemp("short") / "data", env=env, tokens=TOKENS).start()
     yield proc
@@ -391,3 +393,28 @@ def test_approval_timeout_quota_and_task_expiry(short_server, media):
                               "alternative": f"If the render completed, read vidforge://videos/{task_id}/final.mp4 directly."}
     status = wire.tool("vidforge_get_render_status", {"render_id": task_id})["structuredContent"]
     assert status["state"] == "failed" and status["error"]["code"] == "watermark_approval_timeout"
+
+
+def test_limits_isolation_and_download_fallback(short_server, media):
+    clip = upload(short_server, media["clip"], "tok-alice")
+    too_big = httpx.post(f"{short_server.base}/assets", content=os.urandom(3_500_000),
+                         headers={"Authorization": "Bearer tok-alice"}, timeout=120)
+    assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "asset_too_large"
+    wire = client(short_server)
+    task_id = wire.tool("vidforge_render_video", {"source_asset_uri": clip, "output_format": "mp4",
+                                                   "resolution": "720p"})["taskId"]
+    assert poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)["status"] == "completed"
+    uri = f"vidforge://videos/{task_id}/final.mp4"
+    error = wire.call("resources/read", {"uri": uri}, name=uri)["error"]
+    assert error["code"] == -32602 and error["data"]["machine_code"] == "resource_too_large"
+    assert f"/artifacts/{task_id}/final.mp4" in error["data"]["repair"]["alternative"]
+    bob = client(short_server, token="tok-bob")
+    foreign = bob.call("resources/read", {"uri": uri}, name=uri)["error"]
+    assert foreign["code"] == -32602 and foreign["data"]["machine_code"] == "resource_not_found"
+    url = f"{short_server.base}/artifacts/{task_id}/final.mp4"
+    assert httpx.get(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 404
+    assert httpx.get(url, headers={"Authorization": "Bearer tok-alice"}).status_code == 200
+    # subscribing to tasks needs the extension on that request
+    listen = client(short_server, tasks=False).call("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+    assert listen["error"]["code"] == -32021
+

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import time
 from typing import Any
 
 import anyio
@@ -110,7 +109,7 @@ class VidforgeServer:
 
     def __init__(self, service: RenderService) -> None:
         self.service = service
-        self.tools = ToolCalls(service, clock_ms=lambda: int(time.time() * 1000))
+        self.tools = ToolCalls(service)
         self.tasks = TaskMethods(service)
         self.server: Server[Any] = Server(
             SERVER_NAME,

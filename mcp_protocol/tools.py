@@ -66,9 +66,8 @@ def unknown_tool(name: str) -> VidforgeError:
 class ToolCalls:
     """Dispatches a validated `tools/call` to the service and shapes the result."""
 
-    def __init__(self, service: RenderService, clock_ms) -> None:
+    def __init__(self, service: RenderService) -> None:
         self._service = service
-        self._now_ms = clock_ms
         self._handlers = {
             RENDER_TOOL: self._render,
             STATUS_TOOL: self._status,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import random
 import subprocess
@@ -277,7 +278,7 @@ def test_refuses_non_loopback_bind_without_tokens(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "serve_app.cli", "serve", "--host", "0.0.0.0"],
         cwd=REPO,
-        env={**__import__("os").environ, **env},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,7 +10,6 @@ import json
 import os
 
 import httpx
-import numpy as np
 import pytest
 
 from tests.harness import (

@@ -65,12 +65,10 @@ def render_vidforge(source: str, spec: RenderSpec, out_dir: str, workers: int) -
 def watermark_box(watermark: WatermarkSpec, width: int, height: int) -> tuple[int, int, int, int]:
     """(x, y, w, h) of the watermark the kernels blend into a width x height frame.
 
-    Read off the kernels' prepared luma layer rather than re-deriving their sizing rule here (it has no
-    public accessor yet); 2 is the "unspecified" YUV matrix, which does not affect geometry.
+    Taken from the kernels rather than re-deriving their sizing rule here; 2 is the "unspecified" YUV
+    matrix, which does not affect geometry.
     """
-    luma = Watermark(watermark, width, height, colorspace=2)._layers[0]
-    h, w = luma.keep.shape
-    return luma.x, luma.y, w, h
+    return Watermark(watermark, width, height, colorspace=2).box
 
 
 def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:

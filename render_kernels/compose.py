@@ -60,6 +60,7 @@ class Watermark:
             wm_h = wm_w * img_h / img_w
         w, h = even(wm_w), even(wm_h)
         x, y = _place(spec.position, width, height, w, h)
+        self.box = (x, y, w, h)  # where it lands in the frame: public for reports and comparisons
 
         yuva = av.VideoFrame.from_ndarray(rgba, format="rgba").reformat(
             w, h, format="yuva444p", dst_colorspace=colorspace, interpolation="BICUBIC"

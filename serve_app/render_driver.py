@@ -221,6 +221,7 @@ class RenderRun:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, *encoded)
         stats = await _value(ref)
+        os.chmod(staged, 0o644)  # the kernel's temp file is private; the artifact is served to its owner
         os.replace(staged, out_path)  # same directory tree, so atomic
         return replace(stats, path=self.job.out_path)
 

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import json
+import os
 import random
 import subprocess
 import sys

@@ -99,7 +99,7 @@ def test_multi_segment_render_matches_single_segment(clean, media):
     info = probe(media[0])
     boundaries = [s.start_frame for s in plan_segments(info, 3)][1:]
     assert len(boundaries) == 2, "the clip must split into 3 segments for this test to mean anything"
-    (multi_job, multi_stats, _), (single_job, single_stats, _) = clean[3], clean[1]
+    (multi_job, multi_stats, _), (single_job, _, _) = clean[3], clean[1]
     multi, single = decode_all(multi_job.out_path), decode_all(single_job.out_path)
 
     assert multi.frame_count == single.frame_count == info.frame_count == multi_stats.frame_count
@@ -156,7 +156,7 @@ def test_cancel_mid_render_stops_tasks_and_leaves_no_output(cluster, media, tmp_
             await asyncio.wait_for(task, DEADLINE_S)
         return time.monotonic() - started
 
-    assert asyncio.run(scenario()) < 15
+    assert asyncio.run(scenario()) < render_driver.CANCEL_WAIT_S + 20  # bounded, however long approval takes
     assert os.listdir(tmp_path / "out") == ["preview.png"]  # no output, no staging leftovers
     wait_until(all_cpus_free, "the cancelled segment tasks to release their CPUs")
 

@@ -12,6 +12,7 @@ every other caller; the only suspension points are publishing a change and waiti
 
 import asyncio
 import base64
+import contextlib
 import copy
 import logging
 import secrets
@@ -467,7 +468,13 @@ class TaskRegistry:
         # File first: a crash in between leaves a record whose file is gone, which the next sweep finishes,
         # rather than an orphaned file nothing points at.
         if rec["artifact"] is not None:
-            Path(rec["artifact"]["path"]).unlink(missing_ok=True)
+            # `files` lists everything the render published (video, preview); older records name only `path`.
+            files = [Path(f) for f in rec["artifact"].get("files", [rec["artifact"]["path"]])]
+            for file in files:
+                file.unlink(missing_ok=True)
+            for folder in {f.parent for f in files}:
+                with contextlib.suppress(OSError):  # only when nothing else lives there
+                    folder.rmdir()
         self._store.delete_task(rec["task_id"])
         del self._tasks[rec["task_id"]]
 

@@ -171,6 +171,7 @@ class RenderSupervisor:
             task_id,
             {
                 "path": stats.path,
+                "files": [stats.path] + ([job.preview_path] if job.preview_path else []),
                 "ext": ext,
                 "mime": MIME_BY_EXT[ext],
                 "size_bytes": stats.size_bytes,

@@ -563,10 +563,14 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         task_id = (await new_task(reg))["task_id"]
         unfinished_id = (await new_task(reg))["task_id"]
         clock.advance(HOUR_S)  # the render took an hour: the artifact outlives creation + 7 days by that
-        video = tmp_path / "final.mp4"
+        folder = tmp_path / "artifacts" / task_id
+        folder.mkdir(parents=True)
+        video, preview = folder / "final.mp4", folder / "watermark-preview.png"
         video.write_bytes(b"\x00" * 10)
+        preview.write_bytes(b"\x89PNG")
         expires_at_ms = int((clock() + 7 * DAY_S) * 1000)
-        await reg.record_artifact(task_id, {"path": str(video), "ext": "mp4", "mime": "video/mp4",
+        await reg.record_artifact(task_id, {"path": str(video), "files": [str(video), str(preview)],
+                                            "ext": "mp4", "mime": "video/mp4",
                                             "size_bytes": 10, "duration_s": 1.0, "expires_at_ms": expires_at_ms})
         await reg.finish(task_id, "completed", result=DONE_RESULT)
 
@@ -577,7 +581,7 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         assert video.exists() and await reg.get("alice", task_id) is not None
         clock.now = expires_at_ms / 1000
         assert (await reg.sweep())["tasks_deleted"] == 1
-        assert not video.exists()
+        assert not video.exists() and not preview.exists() and not folder.exists()
         assert await reg.get("alice", task_id) is None
         assert await reg.get("alice", unfinished_id) is not None  # non-terminal tasks are never swept
         assert await make(data_dir, clock).get("alice", task_id) is None

@@ -15,6 +15,7 @@ from typing import Any
 
 import ray
 
+from actors.handle import singleton_actor_options
 from mcp_protocol.catalog import preview_uri
 from mcp_protocol.errors import tool_error_result
 from mcp_protocol.results import MIME_BY_EXT, approval_timeout_result, render_failed_error, render_success_result
@@ -189,17 +190,6 @@ class RenderSupervisor:
 def supervisor_handle(config: Config):
     return (
         ray.remote(RenderSupervisor)
-        .options(
-            name=SUPERVISOR_NAME,
-            namespace=config.namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            max_restarts=-1,
-            max_task_retries=-1,
-            num_cpus=0,
-            # Its state (SQLite, artifacts) is on the head node's disk: never restart it elsewhere.
-            resources={"node:__internal_head__": 0.001},
-            max_concurrency=1000,
-        )
+        .options(**singleton_actor_options(SUPERVISOR_NAME, config.namespace))
         .remote(config.to_json())
     )

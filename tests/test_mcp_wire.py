@@ -357,3 +357,12 @@ def test_fuzz_malformed_requests(server):
                 validate_response("?", body) if "error" in body else validate(body, "core", "JSONRPCResultResponse")
     wire = Wire(server.url, token="tok-alice")
     assert wire.result("server/discover")["supportedVersions"] == [PROTOCOL]
+
+
+def test_foreign_origin_is_refused(server):
+    """streamable-http: a present, invalid Origin is answered 403 (DNS-rebinding protection on loopback)."""
+    response = post(server, rpc("tools/list"), {"Mcp-Method": "tools/list", "Origin": "http://evil.example"})
+    assert response.status_code == 403
+    validate(response.json(), "core", "JSONRPCErrorResponse")
+    ok = post(server, rpc("tools/list"), {"Mcp-Method": "tools/list", "Origin": server.base})
+    assert ok.status_code == 200

@@ -32,12 +32,13 @@ def _serve(args: argparse.Namespace) -> int:
     ray.get(registry_handle(config).start.remote())
     # Resumes renders that were in flight when the server last stopped, before accepting new ones.
     ray.get(supervisor_handle(config).ready.remote())
-    deploy(config)
-    print(f"vidforge MCP endpoint: http://{config.host}:{config.port}/mcp", flush=True)
-
+    # Ours from here on (ray.init installs its own): a stop request must reach the clean shutdown below,
+    # including one sent the moment the URL is printed.
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    deploy(config)
+    print(f"vidforge MCP endpoint: http://{config.host}:{config.port}/mcp", flush=True)
     stop.wait()
     print("vidforge: shutting down", flush=True)
     from ray import serve

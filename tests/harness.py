@@ -141,15 +141,17 @@ class ServerProcess:
     def auth_headers(self) -> dict[str, str]:
         return {}
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
+        """SIGTERM and wait; returns the exit status (None when it had to be killed)."""
         if self.proc is None or self.proc.poll() is not None:
-            return
+            return self.proc.returncode if self.proc else None
         self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout=90)
+            return self.proc.wait(timeout=90)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+            return None
 
     def restart(self) -> "ServerProcess":
         self.stop()

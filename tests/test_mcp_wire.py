@@ -131,6 +131,8 @@ def test_tools_list_is_byte_identical_across_calls_and_restarts(tmp_path):
         proc.restart()
         wire.url = proc.url
         assert raw() == first
+        assert proc.stop() == 0, "vidforge serve must stop cleanly on SIGTERM"
+        assert "vidforge: shutting down" in proc.log_path.read_text()
     finally:
         proc.stop()
 

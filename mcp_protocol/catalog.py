@@ -61,11 +61,17 @@ def input_schemas() -> dict[str, dict[str, Any]]:
     return {tool["name"]: tool["inputSchema"] for tool in _load("tools.json")}
 
 
-def capability_summary() -> dict[str, Any]:
-    """The contract's §1 capability summary, with this build's version and fingerprint filled in."""
+def capability_summary(task_ttl_ms: int = 86_400_000, approval_timeout_s: float = 1800.0) -> dict[str, Any]:
+    """The contract's §1 capability summary with this build's version and fingerprint and the operator's
+    task TTL and approval window filled in, so the summary never promises what the server does not do."""
     summary = copy.deepcopy(_load("capabilities.json"))
     summary["server"]["version"] = server_version()
     summary["server"]["fingerprint"] = fingerprint()
+    summary["task_semantics"]["task_ttl_ms"] = task_ttl_ms
+    if approval_timeout_s != 1800.0:
+        span = f"{approval_timeout_s / 60:g} minutes" if approval_timeout_s >= 60 else f"{approval_timeout_s:g} seconds"
+        fallbacks = summary["negotiated_capabilities"]["fallbacks"]
+        fallbacks["approval_never_arrives"] = fallbacks["approval_never_arrives"].replace("30 minutes", span)
     return summary
 
 

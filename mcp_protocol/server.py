@@ -163,7 +163,9 @@ class VidforgeServer:
         uri = str(params.uri)
         principal = caller_of(ctx).principal
         if uri == CAPABILITIES_URI:
-            contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(capability_summary(), indent=2)}
+            settings = self.service.settings
+            summary = capability_summary(settings.task_ttl_ms, settings.approval_timeout_s)
+            contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(summary, indent=2)}
             return {"resultType": "complete", "contents": [contents], "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
         try:
             if match := _VIDEO_URI.match(uri):

@@ -16,6 +16,8 @@ class ServiceSettings:
     """Operator settings the wire needs to state honestly (retention, limits, download base)."""
 
     result_retention_s: int = 604_800
+    task_ttl_ms: int = 86_400_000
+    approval_timeout_s: float = 1800.0
     max_inline_resource_bytes: int = 8 * 1024 * 1024
     public_base_url: str = "http://127.0.0.1:8000"
 

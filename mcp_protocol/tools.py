@@ -102,7 +102,9 @@ class ToolCalls:
             )
 
     def _expires_ms(self, rec: dict[str, Any]) -> int:
-        return rec["created_at_ms"] + self._service.settings.result_retention_s * 1000
+        """The render handle lives 7 days from creation; a finished video 7 days from completion."""
+        handle = rec["created_at_ms"] + self._service.settings.result_retention_s * 1000
+        return max(handle, (rec.get("artifact") or {}).get("expires_at_ms", 0))
 
     async def _render(self, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         rec = await self._service.create_render(caller.principal, args)
@@ -168,4 +170,5 @@ class ToolCalls:
         return _ok(structured)
 
     async def _capabilities(self, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-        return _ok(capability_summary())
+        settings = self._service.settings
+        return _ok(capability_summary(settings.task_ttl_ms, settings.approval_timeout_s))

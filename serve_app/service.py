@@ -27,6 +27,8 @@ class RayRenderService:
         self.config = config
         self.settings = ServiceSettings(
             result_retention_s=config.result_retention_s,
+            task_ttl_ms=config.task_ttl_ms,
+            approval_timeout_s=config.approval_timeout_s,
             max_inline_resource_bytes=config.max_inline_resource_bytes,
             public_base_url=config.public_base_url,
         )

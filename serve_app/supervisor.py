@@ -166,7 +166,7 @@ class RenderSupervisor:
             await self.registry.finish.remote(task_id, "completed", result=result)
             return
         now_ms = int(time.time() * 1000)
-        expires_ms = rec["created_at_ms"] + config.result_retention_s * 1000
+        expires_ms = now_ms + config.result_retention_s * 1000  # the video is kept 7 days from completion
         ext = args["output_format"]
         await self.registry.record_artifact.remote(
             task_id,

@@ -413,6 +413,10 @@ def test_limits_isolation_and_download_fallback(short_server, media):
     url = f"{short_server.base}/artifacts/{task_id}/final.mp4"
     assert httpx.get(url, headers={"Authorization": "Bearer tok-bob"}).status_code == 404
     assert httpx.get(url, headers={"Authorization": "Bearer tok-alice"}).status_code == 200
+    # the capability summary states this operator's TTL and approval window, not the defaults
+    caps = wire.tool("vidforge_get_capabilities", {})["structuredContent"]
+    assert caps["task_semantics"]["task_ttl_ms"] == 8000
+    assert "4 seconds" in caps["negotiated_capabilities"]["fallbacks"]["approval_never_arrives"]
     # subscribing to tasks needs the extension on that request
     listen = client(short_server, tasks=False).call("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
     assert listen["error"]["code"] == -32021

@@ -64,6 +64,8 @@ class RegistryHooks:
                 int((time.time() + timeout_s) * 1000),
                 approval_timeout_result(self.arguments, timeout_s),
             )
+            if rec is None:  # ended meanwhile (cancelled): there is nothing left to approve
+                return False
         while rec["status"] == "input_required":
             await self.registry.watch.remote(self.principal, [self.task_id], {self.task_id: rec["version"]}, WATCH_S)
             rec = await self.registry.get_any.remote(self.task_id)

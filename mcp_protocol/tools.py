@@ -21,6 +21,7 @@ from mcp_protocol.catalog import (
     capability_summary,
 )
 from mcp_protocol.errors import INTERNAL_ERROR, VidforgeError, repair, tool_error_result
+from mcp_protocol.results import render_failed_error
 from mcp_protocol.service import RenderService
 from mcp_protocol.views import Caller
 
@@ -110,7 +111,25 @@ class ToolCalls:
         rec = await self._service.create_render(caller.principal, args)
         if caller.tasks:
             return views.create_task_result(rec, caller)
-        return views.accepted_result(rec, self._expires_ms(rec))
+        if not views.is_terminal(rec):
+            return views.accepted_result(rec, self._expires_ms(rec))
+        # An idempotent replay of a finished render, without tasks: answer what the render ended with.
+        if rec["status"] == "completed":
+            return rec["result"]
+        if rec["status"] == "cancelled":
+            raise VidforgeError(
+                code="render_cancelled",
+                message="The render this idempotency_key names was cancelled.",
+                field="idempotency_key",
+                reason="A cancelled render is final; its key keeps naming it for 24 hours.",
+                repair=repair(
+                    "rerender_with_new_key",
+                    RENDER_TOOL,
+                    {k: v for k, v in args.items() if k != "idempotency_key"},
+                    "Re-call without idempotency_key (or with a new one) to start a new render.",
+                ),
+            )
+        raise render_failed_error(rec["task_id"], rec["status_message"] or "render failed", args)
 
     async def _get(self, caller: Caller, render_id: str) -> dict[str, Any]:
         rec = await self._service.get_render(caller.principal, render_id)

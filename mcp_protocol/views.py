@@ -138,12 +138,15 @@ def _status_follow_up(render_id: str) -> dict[str, Any]:
 
 
 def accepted_result(rec: dict[str, Any], expires_ms: int) -> dict[str, Any]:
-    """Contract §4 create for clients without the tasks extension: `status: "accepted"` right away."""
+    """Contract §4 create for clients without the tasks extension: `status: "accepted"` right away.
+
+    Only for a render still in flight; an idempotent replay of a finished one answers what it ended with
+    (see `ToolCalls._render`)."""
     render_id = rec["task_id"]
     structured = {
         "status": "accepted",
         "render_id": render_id,
-        "state": fallback_state(rec) if not is_terminal(rec) else "rendering",
+        "state": fallback_state(rec),
         "poll_after_ms": rec["poll_interval_ms"],
         "expires_at": iso_ms(expires_ms),
         "follow_up": _status_follow_up(render_id),

@@ -153,6 +153,9 @@ def test_reject_then_first_repair(server, assets):
     envelope = done["result"]["structuredContent"]
     assert envelope["code"] == "watermark_rejected"
     assert "logo too large" in envelope["details"]["reason"]
+    # without tasks, replaying the key answers what the render ended with
+    replay = client(server, tasks=False).tool("vidforge_render_video", args)
+    assert replay["isError"] is True and replay["structuredContent"]["code"] == "watermark_rejected"
     repair = envelope["repair"]
     assert repair["tool"] == "vidforge_render_video"
     assert repair["arguments"] == {k: v for k, v in args.items() if k != "idempotency_key"}
@@ -247,8 +250,11 @@ def test_idempotent_replay_and_principal_scoping(server, assets):
     for uri in ("vidforge://assets/../../registry.sqlite3", "vidforge://assets/a_../../x", "file:///etc/passwd"):
         traversal = bob.tool("vidforge_render_video", {**stolen, "source_asset_uri": uri})["structuredContent"]
         assert traversal["code"] == "source_not_found"
-    for task_id in (first,):
-        alice.task("tasks/cancel", task_id)
+    alice.task("tasks/cancel", first)
+    assert poll_task(alice, first, lambda t: t["status"] in TERMINAL)["status"] == "cancelled"
+    replay = client(server, tasks=False).tool("vidforge_render_video", args)
+    assert replay["isError"] is True and replay["structuredContent"]["code"] == "render_cancelled"
+    assert "idempotency_key" not in replay["structuredContent"]["repair"]["arguments"]
 
 
 def test_bad_sources_end_in_contract_errors(server, assets, media):

@@ -25,6 +25,7 @@ from mcp_types import (
 
 from mcp_protocol import views
 from mcp_protocol.catalog import (
+    CAPABILITIES_TOOL,
     CAPABILITIES_URI,
     RESOURCE_TEMPLATES,
     capability_summary,
@@ -36,9 +37,9 @@ from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION
 from mcp_protocol.service import RenderService
 from mcp_protocol.tasks import (
     SUBSCRIPTION_ID_META_KEY,
+    StreamNotification,
     TaskMethods,
     TaskParams,
-    TaskStatusNotification,
     UpdateTaskParams,
     missing_tasks_capability,
 )
@@ -99,7 +100,7 @@ def resource_not_found(uri: str) -> MCPError:
         message="No such resource for this credential.",
         field="uri",
         reason="The URI names no capability document, video or preview this credential can read.",
-        repair=repair("list_resources", "vidforge_get_capabilities", {}, "Use resources/list and resources/templates/list."),
+        repair=repair("list_resources", CAPABILITIES_TOOL, {}, "Use resources/list and resources/templates/list."),
     )
     return as_mcp_error(error)
 
@@ -214,7 +215,7 @@ class VidforgeServer:
 
         async def send(method: str, body: dict[str, Any]) -> None:
             await ctx.session.send_notification(
-                TaskStatusNotification.model_construct(method=method, params={**body, "_meta": meta}),
+                StreamNotification(method=method, params={**body, "_meta": meta}),
                 related_request_id=subscription_id,
             )
 

@@ -22,12 +22,6 @@ class ServiceSettings:
     public_base_url: str = "http://127.0.0.1:8000"
 
 
-@dataclass(frozen=True)
-class ResourceBody:
-    mime_type: str
-    data: bytes
-
-
 class RenderService(Protocol):
     settings: ServiceSettings
 

@@ -37,11 +37,15 @@ class UpdateTaskParams(TaskParams):
     input_responses: dict[str, Any] = Field(alias="inputResponses")
 
 
-class TaskStatusNotification(BaseModel):
-    """`notifications/tasks`; the SDK's session only needs `model_dump` of a method/params pair."""
+class StreamNotification(BaseModel):
+    """A notification for a listen stream (`notifications/subscriptions/acknowledged`, `notifications/tasks`).
+
+    The SDK's session sends any model whose dump is a method/params pair; its own types have no
+    `notifications/tasks`, an extension method.
+    """
 
     jsonrpc: Literal["2.0"] = "2.0"
-    method: Literal["notifications/tasks"] = "notifications/tasks"
+    method: str
     params: dict[str, Any]
 
 

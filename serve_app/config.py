@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
@@ -36,7 +36,6 @@ class Config:
     sweep_interval_s: float = 5.0
     namespace: str = "vidforge"
     render_workers: int = 0  # 0: every CPU the cluster has
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, **overrides) -> "Config":

@@ -110,6 +110,11 @@ def test_task_path_with_elicitation_approve(server, assets, media, tmp_path):
     preview = wire.result("resources/read", {"uri": f"vidforge://renders/{task_id}/watermark-preview.png"},
                           name=f"vidforge://renders/{task_id}/watermark-preview.png")
     assert base64.b64decode(preview["contents"][0]["blob"]).startswith(b"\x89PNG")
+    # responses to keys that are not outstanding are ignored (ext-tasks SHOULD), with the same empty ack
+    stray = wire.task("tasks/update", task_id, inputResponses={"watermark-approval-9": {"action": "accept",
+                                                                                      "content": {"approved": False}}})
+    assert stray["result"]["resultType"] == "complete"
+    assert wire.task("tasks/get", task_id)["result"]["status"] == "input_required"
     ack = wire.task("tasks/update", task_id, inputResponses={key: {"action": "accept", "content": {"approved": True}}})
     assert ack["result"]["resultType"] == "complete"
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_protocol.identity import fingerprint, server_version
+from mcp_protocol.timefmt import duration_text
 
 _CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
@@ -68,10 +69,11 @@ def capability_summary(task_ttl_ms: int = 86_400_000, approval_timeout_s: float 
     summary["server"]["version"] = server_version()
     summary["server"]["fingerprint"] = fingerprint()
     summary["task_semantics"]["task_ttl_ms"] = task_ttl_ms
-    if approval_timeout_s != 1800.0:
-        span = f"{approval_timeout_s / 60:g} minutes" if approval_timeout_s >= 60 else f"{approval_timeout_s:g} seconds"
-        fallbacks = summary["negotiated_capabilities"]["fallbacks"]
-        fallbacks["approval_never_arrives"] = fallbacks["approval_never_arrives"].replace("30 minutes", span)
+    fallbacks = summary["negotiated_capabilities"]["fallbacks"]
+    # The contract's text names the default window; state the configured one.
+    fallbacks["approval_never_arrives"] = fallbacks["approval_never_arrives"].replace(
+        "30 minutes", duration_text(approval_timeout_s)
+    )
     return summary
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from mcp_protocol.catalog import RENDER_TOOL, STATUS_TOOL, video_uri
 from mcp_protocol.errors import VidforgeError, repair, tool_error_result
-from mcp_protocol.timefmt import iso_ms
+from mcp_protocol.timefmt import duration_text, iso_ms
 
 MIME_BY_EXT = {"mp4": "video/mp4", "webm": "video/webm", "mov": "video/quicktime"}
 
@@ -54,7 +54,7 @@ def render_success_result(
     }
 
 
-def _rerender_repair(arguments: dict[str, Any], next_step: str, alternative: str) -> dict[str, Any]:
+def rerender_repair(arguments: dict[str, Any], next_step: str, alternative: str) -> dict[str, Any]:
     """[6.repair-intent]: the caller's still-valid original arguments, literally callable."""
     original = {k: v for k, v in arguments.items() if k != "idempotency_key"}
     return repair(next_step, RENDER_TOOL, original, alternative)
@@ -67,7 +67,7 @@ def watermark_rejected_result(arguments: dict[str, Any], note: str | None) -> di
         message="User declined the watermark preview; the render was not finalized.",
         field="watermark",
         reason=f"User note: {quoted}.",
-        repair=_rerender_repair(
+        repair=rerender_repair(
             arguments,
             "revise_watermark_and_rerender",
             "Adjust `watermark.position` or `watermark.opacity` per the user's note before re-calling, "
@@ -79,14 +79,13 @@ def watermark_rejected_result(arguments: dict[str, Any], note: str | None) -> di
 
 
 def approval_timeout_result(arguments: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    minutes = timeout_s / 60
-    span = f"{minutes:g} minutes" if timeout_s >= 60 else f"{timeout_s:g} seconds"
+    span = duration_text(timeout_s)
     error = VidforgeError(
         code="watermark_approval_timeout",
         message=f"No watermark approval arrived within {span}; the render was not finalized.",
         field="watermark",
         reason=f"Approval window of {span} elapsed without a decision.",
-        repair=_rerender_repair(
+        repair=rerender_repair(
             arguments, "rerender_and_approve", "Re-call to start a new render, then approve the preview promptly."
         ),
     )
@@ -96,7 +95,7 @@ def approval_timeout_result(arguments: dict[str, Any], timeout_s: float) -> dict
 def render_failed_error(render_id: str | None, reason: str, arguments: dict[str, Any] | None) -> VidforgeError:
     """A renderer fault: temporary, safe to re-call (a new job unless the idempotency key is reused)."""
     if arguments is not None:
-        fix = _rerender_repair(arguments, "retry_render", "Re-calling starts a new render job.")
+        fix = rerender_repair(arguments, "retry_render", "Re-calling starts a new render job.")
     else:
         fix = repair("check_render_status", STATUS_TOOL, {"render_id": render_id})
     return VidforgeError(

@@ -7,3 +7,8 @@ from datetime import datetime, timezone
 
 def iso_ms(epoch_ms: int | float) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def duration_text(seconds: float) -> str:
+    """A window as people say it: "30 minutes", "4 seconds"."""
+    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} seconds"

@@ -21,7 +21,7 @@ from mcp_protocol.catalog import (
     capability_summary,
 )
 from mcp_protocol.errors import INTERNAL_ERROR, VidforgeError, repair, tool_error_result
-from mcp_protocol.results import render_failed_error
+from mcp_protocol.results import render_failed_error, rerender_repair
 from mcp_protocol.service import RenderService
 from mcp_protocol.views import Caller
 
@@ -122,10 +122,9 @@ class ToolCalls:
                 message="The render this idempotency_key names was cancelled.",
                 field="idempotency_key",
                 reason="A cancelled render is final; its key keeps naming it for 24 hours.",
-                repair=repair(
+                repair=rerender_repair(
+                    args,
                     "rerender_with_new_key",
-                    RENDER_TOOL,
-                    {k: v for k, v in args.items() if k != "idempotency_key"},
                     "Re-call without idempotency_key (or with a new one) to start a new render.",
                 ),
             )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_protocol.catalog import APPROVE_TOOL, STATUS_TOOL, preview_uri
-from mcp_protocol.timefmt import iso_ms
+from mcp_protocol.timefmt import duration_text, iso_ms
 
 TERMINAL = ("completed", "failed", "cancelled")
 FALLBACK_TERMINAL_STATES = ["succeeded", "failed", "cancelled"]
@@ -40,8 +40,10 @@ def _approval_message(rec: dict[str, Any], caller: Caller) -> str:
     req = rec.get("input_request") or {}
     uri = req.get("preview_uri") or preview_uri(rec["task_id"])
     timeout_s = float(req.get("timeout_s", 1800))
-    span = f"{timeout_s / 60:g} minutes" if timeout_s >= 60 else f"{timeout_s:g} seconds"
-    text = f"Waiting for user approval of the watermark preview at {uri}. Unanswered approvals time out after {span}."
+    text = (
+        f"Waiting for user approval of the watermark preview at {uri}. "
+        f"Unanswered approvals time out after {duration_text(timeout_s)}."
+    )
     if not caller.elicitation_form:
         # ext-tasks: no ElicitRequest the request did not declare, so name the callable surface instead.
         text += (

@@ -148,24 +148,11 @@ class RenderSupervisor:
             job = render_job(rec, config, self.assets)
             await self.registry.set_progress.remote(task_id, 0, 0, "rendering")
             stats = await run_render(job, RegistryHooks(self.registry, rec, config))
-        except asyncio.CancelledError:
-            discard(config.data_dir, task_id)
-            await self.registry.finish.remote(task_id, "cancelled", message="Render cancelled.")
-            raise
-        except RenderRejected:
-            # The decision (reject or timeout) already ended the task; drop the speculative work's files.
-            discard(config.data_dir, task_id)
-            return
-        except UnsupportedMedia as exc:
-            discard(config.data_dir, task_id)
-            result = tool_error_result(unsupported_source("source_asset_uri", exc.reason))
-            await self.registry.finish.remote(task_id, "completed", result=result)
-            return
-        except Exception as exc:  # noqa: BLE001 - any renderer fault ends as a retryable render_failed
-            logger.exception("render %s failed", task_id)
-            discard(config.data_dir, task_id)
-            result = tool_error_result(render_failed_error(task_id, f"{type(exc).__name__}: {exc}", args))
-            await self.registry.finish.remote(task_id, "completed", result=result)
+        except (asyncio.CancelledError, Exception) as exc:
+            discard(config.data_dir, task_id)  # every way out but success leaves no file behind
+            await self._end_unfinished(task_id, args, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             return
         now_ms = int(time.time() * 1000)
         expires_ms = now_ms + config.result_retention_s * 1000  # the video is kept 7 days from completion
@@ -188,6 +175,20 @@ class RenderSupervisor:
             # Lost the race to a cancel: the task is already terminal, so the artifact must not survive.
             discard(config.data_dir, task_id)
 
+
+    async def _end_unfinished(self, task_id: str, args: dict[str, Any], exc: BaseException) -> None:
+        """End a task whose render stopped short, with the outcome that says why."""
+        if isinstance(exc, asyncio.CancelledError):
+            await self.registry.finish.remote(task_id, "cancelled", message="Render cancelled.")
+            return
+        if isinstance(exc, RenderRejected):
+            return  # the decision (reject or timeout) already ended the task
+        if isinstance(exc, UnsupportedMedia):
+            error = unsupported_source("source_asset_uri", exc.reason)
+        else:  # any renderer fault ends as a retryable render_failed
+            logger.error("render %s failed", task_id, exc_info=exc)
+            error = render_failed_error(task_id, f"{type(exc).__name__}: {exc}", args)
+        await self.registry.finish.remote(task_id, "completed", result=tool_error_result(error))
 
 def supervisor_handle(config: Config):
     return (

@@ -3,8 +3,13 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Clients nobody here wrote, each in its own environment: the suite drives vidforge with them.
+CLIENTS := .clients
+NODE_DIR := tests/clients/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
 
-.PHONY: serve test bench clean
+.PHONY: serve test clients bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,14 +17,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+$(CLIENTS)/%/.installed: tests/clients/python/%.txt
+	test -x $(CLIENTS)/$*/bin/python || $(PYTHON) -m venv $(CLIENTS)/$*
+	$(CLIENTS)/$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
+$(NODE_STAMP): $(NODE_DIR)/package.json
+	cd $(NODE_DIR) && npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+clients: $(PY_CLIENT_STAMPS) $(NODE_STAMP)
+
 serve: $(STAMP)
 	$(BIN)/vidforge serve
 
-test: $(STAMP)
+test: $(STAMP) clients
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
 
 clean:
-	rm -rf $(VENV) .vidforge .pytest_cache
+	rm -rf $(VENV) $(CLIENTS) $(NODE_DIR)/node_modules .vidforge .pytest_cache

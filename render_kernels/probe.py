@@ -14,6 +14,8 @@ from .errors import UnsupportedMedia
 # Output frame rates are kept to denominators <= 1001 so that the float `fps` in SourceInfo converts back to
 # the exact same rational everywhere (encoder time base, mux stream rate): see `frame_rate`.
 MAX_RATE_DENOMINATOR = 1001
+# The slowest average rate a source may have: the slowest rate with a denominator <= MAX_RATE_DENOMINATOR.
+MIN_FRAME_RATE = Fraction(1, MAX_RATE_DENOMINATOR)
 # Declared stream rates are trusted when within this relative distance of the measured average rate.
 RATE_TOLERANCE = 0.005
 
@@ -172,12 +174,23 @@ def _average_rate(video, pts: list[int]) -> Fraction:
         declared = video.average_rate or video.guessed_rate
         if not declared:
             raise UnsupportedMedia("cannot determine the frame rate")
-        return Fraction(declared).limit_denominator(MAX_RATE_DENOMINATOR)
+        return _output_rate(Fraction(declared))
     measured = (count - 1) / span
     for declared in (video.average_rate, video.guessed_rate):
         if declared and abs(declared - measured) <= measured * RATE_TOLERANCE:
-            return Fraction(declared).limit_denominator(MAX_RATE_DENOMINATOR)
-    return measured.limit_denominator(MAX_RATE_DENOMINATOR)
+            return _output_rate(Fraction(declared))
+    return _output_rate(measured)
+
+
+def _output_rate(rate: Fraction) -> Fraction:
+    """`rate` as an output rate (denominator <= 1001); a rate that would round to zero is unsupported media."""
+    if rate < MIN_FRAME_RATE:
+        # E.g. two frames hours apart: no output time base can represent it.
+        raise UnsupportedMedia(
+            f"frame rate {float(rate):.6g} fps is below the minimum of {float(MIN_FRAME_RATE):.6g} fps "
+            f"(one frame per {MAX_RATE_DENOMINATOR} s)"
+        )
+    return rate.limit_denominator(MAX_RATE_DENOMINATOR)
 
 
 def _audio_info(audio, ticks: int) -> AudioInfo:

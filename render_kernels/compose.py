@@ -96,10 +96,15 @@ def _layer(plane: int, x: int, y: int, colour: np.ndarray, alpha: np.ndarray) ->
 
 
 def _place(position: str, width: int, height: int, w: int, h: int) -> tuple[int, int]:
-    """Top-left corner (even, for 4:2:0 chroma) of a w x h watermark at `position`."""
+    """Top-left corner (even, for 4:2:0 chroma) of a w x h watermark at `position`.
+
+    The margin gives way when the frame is too narrow or short for it (a 2 x N source makes a 2-pixel-wide
+    output): the watermark always lies inside the frame.
+    """
     margin = even(height * WATERMARK_MARGIN)
-    left, right = margin, max(0, width - w - margin)
-    top, bottom = margin, max(0, height - h - margin)
+    x_max, y_max = max(0, width - w), max(0, height - h)  # both even: every size here is
+    left, right = min(margin, x_max), max(0, width - w - margin)
+    top, bottom = min(margin, y_max), max(0, height - h - margin)
     return {
         "top_left": (left, top),
         "top_right": (right, top),

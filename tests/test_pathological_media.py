@@ -8,7 +8,10 @@ import av
 import numpy as np
 import pytest
 
-from render_kernels import UnsupportedMedia, probe
+from render_kernels import UnsupportedMedia, WatermarkSpec, output_size, probe
+from render_kernels.compose import FramePipeline
+from render_kernels.spec import POSITIONS
+from tests.media import make_watermark_png
 
 MS = Fraction(1, 1000)
 
@@ -42,3 +45,16 @@ def test_slow_but_representable_rate_is_probed_exactly(tmp_path):
     info = probe(path)
     assert info.frame_count == 3
     assert Fraction(info.fps).limit_denominator(1001) == Fraction(1, 100)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_watermark_on_a_two_pixel_wide_frame_stays_inside(tmp_path, position):
+    # A 2 x 1000 source renders 2 x 720 at 720p: the 3 % margin (22 px) is wider than the frame itself.
+    width, height = output_size(2, 1000, "720p")
+    png = make_watermark_png(str(tmp_path / "wm.png"), rgba=(255, 255, 255, 255))
+    pipeline = FramePipeline(width, height, WatermarkSpec(png, position, 1.0), colorspace=1)
+    x, y, w, h = pipeline.watermark.box
+    assert 0 <= x and x + w <= width and 0 <= y and y + h <= height
+    picture = pipeline(av.VideoFrame.from_ndarray(np.zeros((1000, 2, 3), np.uint8), format="rgb24"))
+    luma = picture.to_ndarray(format="gray")
+    assert luma[y : y + h, x : x + w].min() > 200  # the white watermark was blended in

@@ -1,8 +1,17 @@
-"""The `/mcp` HTTP endpoint in front of the SDK's stateless session manager (streamable HTTP, 2026-07-28).
+"""The `/mcp` HTTP endpoint in front of the SDK's stateless session manager, for both protocol eras.
 
-Adds what the SDK leaves to the server: POST only (GET/DELETE → 405, so no legacy standalone SSE stream
-can pin a replica slot), a required `MCP-Protocol-Version` (absent → 400/-32020), handshake-era versions
-refused (400/-32022: this server is modern-only), and a documented request-body limit (413).
+The SDK's manager routes by `MCP-Protocol-Version`: a 2026-07-28 header goes to its stateless modern
+handler; no header, or a handshake-era one (2025-11-25, 2025-06-18, ...), goes to its 2025 streamable-HTTP
+handler, stateless here (`initialize` answered inline, no `Mcp-Session-Id` minted). This guard adds what
+the SDK leaves to the server:
+
+- POST only. GET/DELETE → 405 on both eras: 2026-07-28 removed the GET stream; 2025-06-18/2025-11-25 let a
+  server without a standalone SSE stream answer GET 405, and DELETE 405 when it has no session to end. (The
+  SDK's stateless legacy handler would hold a GET stream open forever — a leaked replica slot.)
+- A body that carries the 2026-07-28 `_meta` protocol version is a 2026-era request whatever its header
+  says: without `MCP-Protocol-Version`, or with a handshake-era one, it is 400/-32020 (header mismatch),
+  never served as a 2025 request.
+- A documented request-body limit (413).
 """
 
 from __future__ import annotations
@@ -11,11 +20,11 @@ import json
 from http import HTTPStatus
 from typing import Any
 
+import pydantic_core
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
-
-from mcp_protocol.identity import PROTOCOL_VERSION
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
@@ -113,7 +122,7 @@ def replay(body: bytes, receive: Receive) -> Receive:
 
 
 class McpEndpoint:
-    """ASGI app for `/mcp`: the transport guard, then the SDK's single-exchange handler."""
+    """ASGI app for `/mcp`: the transport guard, then the SDK's era-routing session manager."""
 
     def __init__(self, manager: StreamableHTTPSessionManager, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.manager = manager
@@ -121,18 +130,9 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
-            # streamable-http 2026-07-28: the GET stream is gone; a modern-only server answers 405.
             await send_json(send, 405, jsonrpc_error(-32600, "Method Not Allowed: POST only"), {"Allow": "POST"})
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        version = headers.get("mcp-protocol-version")
-        if version is None:
-            await send_json(send, 400, jsonrpc_error(-32020, "Header mismatch: MCP-Protocol-Version header is required"))
-            return
-        if version in HANDSHAKE_PROTOCOL_VERSIONS:
-            data = {"supported": [PROTOCOL_VERSION], "requested": version}
-            await send_json(send, 400, jsonrpc_error(-32022, "Unsupported protocol version", data))
-            return
         declared = headers.get("content-length", "")
         try:
             if declared.isdigit() and int(declared) > self.max_body_bytes:
@@ -142,4 +142,34 @@ class McpEndpoint:
             message = f"Request body exceeds the {self.max_body_bytes}-byte limit"
             await send_json(send, 413, jsonrpc_error(-32600, message, {"max_body_bytes": self.max_body_bytes}))
             return
+        version = headers.get("mcp-protocol-version")
+        if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
+            if (mismatch := modern_envelope_mismatch(version, body)) is not None:
+                await send_json(send, 400, jsonrpc_error(-32020, mismatch))
+                return
         await self.manager.handle_request(scope, replay(body, receive), jsonrpc_error_bodies(send))
+
+
+def modern_envelope_mismatch(header_version: str | None, body: bytes) -> str | None:
+    """The -32020 message for a 2026-era body on the 2025 route, or None when the body is not one.
+
+    2026-07-28 streamable-http: `MCP-Protocol-Version` MUST equal `_meta[io.modelcontextprotocol/protocolVersion]`,
+    and a request without the header is 400/-32020 unless the server treats it as 2025-03-26. A body that
+    names its version in `_meta` has told us it is not a 2025 request, so it is refused rather than served
+    on the handshake-era path (where its per-request capabilities would mean nothing). Anything unparseable
+    is left to the SDK's own framing errors.
+    """
+    try:
+        message = pydantic_core.from_json(body)  # the SDK's own parser: bounded nesting, ValueError on junk
+    except ValueError:
+        return None
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or PROTOCOL_VERSION_META_KEY not in meta:
+        return None
+    if header_version is None:
+        return "Header mismatch: MCP-Protocol-Version header is required"
+    return (
+        f"Header mismatch: MCP-Protocol-Version header value {header_version!r} does not match "
+        f"body value {meta[PROTOCOL_VERSION_META_KEY]!r}"
+    )

@@ -2,6 +2,11 @@
 
 The SDK owns JSON-RPC framing, `_meta`/header validation, version negotiation, `resultType` and the
 `serverInfo` stamp; this module supplies the contract's exact discovery surface and handlers.
+
+The same handlers serve 2025-era clients (2025-11-25, 2025-06-18): the SDK answers `initialize` and sieves
+every core result through the negotiated revision's schema, so `resultType`, `ttlMs`, `cacheScope` and the
+`serverInfo` stamp never reach them. Such a request negotiates no tasks and no elicitation (`caller_of`),
+so it renders through contract §4's fallback tools.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
+    METHOD_NOT_FOUND,
     CallToolRequestParams,
     PaginatedRequestParams,
     ReadResourceRequestParams,
     RequestParams,
     SubscriptionsListenRequestParams,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_protocol import views
 from mcp_protocol.catalog import (
@@ -46,7 +53,6 @@ from mcp_protocol.tasks import (
 from mcp_protocol.tools import ToolCalls, unknown_tool
 from mcp_protocol.views import Caller
 
-PRINCIPAL_SCOPE_KEY = "vidforge.principal"
 DISCOVERY_TTL_MS = 3_600_000
 RESOURCE_TTL_MS = 60_000
 LISTEN_WAIT_S = 10.0
@@ -77,32 +83,55 @@ def discover_result() -> dict[str, Any]:
 
 
 def caller_of(ctx: Any) -> Caller:
-    """Per-request negotiated capabilities ([1.negotiated-caps]) and the authenticated principal."""
-    meta = (ctx.params or {}).get("_meta") or {}
+    """Per-request negotiated capabilities ([1.negotiated-caps]) and the authenticated principal.
+
+    Only a 2026-07-28 request negotiates per request. A handshake-era (2025) request resolves to no tasks
+    and no elicitation whatever its `_meta` says — the contract §4 fallback path. (A 2025-11-25 `tasks`
+    capability declared at `initialize` is the legacy, wire-incompatible design; it is never remembered
+    here, the server being stateless.)
+    """
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    meta = ((ctx.params or {}).get("_meta") or {}) if modern else {}
     caps = meta.get(CLIENT_CAPABILITIES_META_KEY) or {}
     extensions = caps.get("extensions") or {}
     elicitation = caps.get("elicitation")
     # An empty `elicitation: {}` means form mode (core: the default mode when none is named).
     form = isinstance(elicitation, dict) and ("form" in elicitation or not elicitation)
     request = ctx.request
-    principal = request.scope.get(PRINCIPAL_SCOPE_KEY, "local") if request is not None else "local"
+    # Starlette's AuthenticationMiddleware puts a `BaseUser` on scope["user"]; `identity` is the principal.
+    principal = request.user.identity if request is not None else "local"
     return Caller(principal=principal, tasks=TASKS_EXTENSION in extensions, elicitation_form=form)
+
+
+def require_modern(ctx: Any) -> None:
+    """`tasks/*` exist only on the 2026-07-28 wire (ext-tasks). On a 2025 connection they are unknown
+    methods (-32601), as `subscriptions/listen` already is: the server advertised no 2025-11-25 `tasks`
+    capability at `initialize`, and that revision's `tasks/get`/`tasks/cancel` are a different design."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
 
 
 def _headers(ctx: Any) -> Any:
     return ctx.request.headers if ctx.request is not None else None
 
 
-def resource_not_found(uri: str) -> MCPError:
+def resource_not_found() -> VidforgeError:
     """2026-07-28 retired -32002: resource not found is -32602."""
-    error = VidforgeError(
+    return VidforgeError(
         code="resource_not_found",
         message="No such resource for this credential.",
         field="uri",
         reason="The URI names no capability document, video or preview this credential can read.",
         repair=repair("list_resources", CAPABILITIES_TOOL, {}, "Use resources/list and resources/templates/list."),
     )
-    return as_mcp_error(error)
+
+
+def resource_error(error: VidforgeError, uri: str) -> MCPError:
+    """A `resources/read` failure: the envelope, plus the requested `uri` in `error.data`, which the
+    resources error-handling rules ask for (SEP-2164)."""
+    mcp_error = as_mcp_error(error)
+    mcp_error.error.data = {**mcp_error.error.data, "uri": uri}
+    return mcp_error
 
 
 class VidforgeServer:
@@ -175,25 +204,30 @@ class VidforgeServer:
             elif match := _PREVIEW_URI.match(uri):
                 data, mime = await self.service.read_preview(principal, match["id"]), "image/png"
             else:
-                raise resource_not_found(uri)
+                raise resource_not_found()
         except VidforgeError as error:
-            raise as_mcp_error(error) from None
+            raise resource_error(error, uri) from None
         contents = {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
         return {"resultType": "complete", "contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
 
     async def _tasks_get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        require_modern(ctx)
         return await self.tasks.get(caller_of(ctx), _headers(ctx), params)
 
     async def _tasks_update(self, ctx: Any, params: UpdateTaskParams) -> dict[str, Any]:
+        require_modern(ctx)
         return await self.tasks.update(caller_of(ctx), _headers(ctx), params)
 
     async def _tasks_cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        require_modern(ctx)
         return await self.tasks.cancel(caller_of(ctx), _headers(ctx), params)
 
     async def _listen(self, ctx: Any, params: SubscriptionsListenRequestParams) -> dict[str, Any]:
-        """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) on every
-        status change of the requested tasks. Tools and resources never change at runtime, so those
-        opt-ins are honoured and simply never fire. The stream ends gracefully once every task is terminal.
+        """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) whenever the
+        status or `statusMessage` of a requested task changes: live progress is a poll-sooner signal too, and
+        its rate is bounded where it is produced (the render driver reports at most twice a second). Tools
+        and resources never change at runtime, so those opt-ins are honoured and simply never fire. The
+        stream ends gracefully once every task is terminal.
         """
         caller = caller_of(ctx)
         subscription_id = ctx.request_id
@@ -220,15 +254,15 @@ class VidforgeServer:
             )
 
         await send("notifications/subscriptions/acknowledged", {"notifications": honored})
-        last_status = {task_id: rec["status"] for task_id, rec in records.items()}
+        last_sent = {task_id: (rec["status"], views.status_message(rec, caller)) for task_id, rec in records.items()}
         versions = {task_id: rec["version"] for task_id, rec in records.items()}
         while records and not all(views.is_terminal(r) for r in records.values()):
             for rec in await self.service.watch(caller.principal, list(records), versions, LISTEN_WAIT_S):
                 records[rec["task_id"]] = rec
                 versions[rec["task_id"]] = rec["version"]
-                if rec["status"] != last_status[rec["task_id"]]:
-                    last_status[rec["task_id"]] = rec["status"]
-                    task = views.detailed_task(rec, caller)
+                task = views.detailed_task(rec, caller)
+                if (task["status"], task["statusMessage"]) != last_sent[rec["task_id"]]:
+                    last_sent[rec["task_id"]] = (task["status"], task["statusMessage"])
                     task.pop("resultType")
                     await send("notifications/tasks", task)
         if not records and honored:

@@ -59,11 +59,14 @@ def missing_tasks_capability() -> MCPError:
 
 
 def check_mcp_name(headers: Any, task_id: str) -> None:
-    """ext-tasks HTTP routing: `Mcp-Name` MUST equal `params.taskId` (the SDK checks only core methods)."""
+    """ext-tasks HTTP routing: a present `Mcp-Name` MUST equal `params.taskId` (the SDK checks only core methods).
+
+    An absent one is served: the header exists so gateways can route without parsing the body, and this
+    server needs no routing (any replica reads the shared TaskRegistry); fastmcp-tasks' client omits it and
+    its own server accepts that too.
+    """
     raw = headers.get("mcp-name") if headers is not None else None
-    if raw is None:
-        raise MCPError(code=HEADER_MISMATCH, message="Header mismatch: Mcp-Name header is required on tasks/*")
-    if decode_header_value(raw) != task_id:
+    if raw is not None and decode_header_value(raw) != task_id:
         raise MCPError(
             code=HEADER_MISMATCH,
             message=f"Header mismatch: Mcp-Name header value {raw!r} does not match body taskId {task_id!r}",

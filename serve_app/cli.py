@@ -10,13 +10,16 @@ import threading
 
 from serve_app.auth import LOCAL_PRINCIPAL, TokenFileError, check_bind_allowed, load_tokens
 from serve_app.config import Config
+from serve_app.oauth import OAuthConfigError, check_oauth_settings
 
 
 def _serve(args: argparse.Namespace) -> int:
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
     try:
-        check_bind_allowed(config.host, load_tokens(config.tokens_file))
-    except TokenFileError as exc:
+        check_bind_allowed(config.host, load_tokens(config.tokens_file), config.oauth_issuer)
+        if config.oauth_issuer:
+            check_oauth_settings(config.oauth_issuer, config.public_url)
+    except (TokenFileError, OAuthConfigError) as exc:
         print(f"vidforge: {exc}", file=sys.stderr)
         return 2
     os.makedirs(config.data_dir, exist_ok=True)
@@ -39,6 +42,8 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     deploy(config)
     print(f"vidforge MCP endpoint: http://{config.host}:{config.port}/mcp", flush=True)
+    if config.oauth_issuer:
+        print(f"vidforge OAuth resource: {config.resource} (issuer {config.oauth_issuer})", flush=True)
     stop.wait()
     print("vidforge: shutting down", flush=True)
     from ray import serve
@@ -53,7 +58,7 @@ def _assets_add(args: argparse.Namespace) -> int:
     from serve_app.assets import AssetStore, AssetTooLarge
 
     config = Config.from_env(data_dir=args.data_dir)
-    store = AssetStore(config.data_dir, config.max_asset_bytes)
+    store = AssetStore(config)
     try:
         asset = store.add_file(args.path, args.principal)
     except FileNotFoundError:

@@ -7,6 +7,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
 
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
@@ -25,12 +27,16 @@ class Config:
     data_dir: str = ".vidforge"
     ray_address: str | None = None
     tokens_file: str | None = None
+    oauth_issuer: str | None = None
+    public_url: str | None = None  # None: http://HOST:PORT (see public_base_url)
+    oauth_scopes: str = ""  # space-separated, as in VIDFORGE_OAUTH_SCOPES and RFC 6749 §3.3
     task_ttl_ms: int = 86_400_000
     result_retention_s: int = 604_800
     approval_timeout_s: float = 1800.0
     poll_interval_ms: int = 10_000
     max_concurrent_renders: int = 4
     max_asset_bytes: int = 2 * 1024**3
+    max_image_pixels: int = 16_777_216  # 4096 x 4096: far beyond any watermark
     max_mcp_body_bytes: int = 1024 * 1024
     max_inline_resource_bytes: int = 8 * 1024 * 1024
     sweep_interval_s: float = 5.0
@@ -43,12 +49,16 @@ class Config:
             data_dir=os.environ.get("VIDFORGE_DATA_DIR", ".vidforge"),
             ray_address=os.environ.get("RAY_ADDRESS") or None,
             tokens_file=os.environ.get("VIDFORGE_TOKENS_FILE") or None,
+            oauth_issuer=os.environ.get("VIDFORGE_OAUTH_ISSUER") or None,
+            public_url=os.environ.get("VIDFORGE_PUBLIC_URL") or None,
+            oauth_scopes=os.environ.get("VIDFORGE_OAUTH_SCOPES", ""),
             task_ttl_ms=_env_int("VIDFORGE_TASK_TTL_MS", 86_400_000),
             result_retention_s=_env_int("VIDFORGE_RESULT_RETENTION_S", 604_800),
             approval_timeout_s=_env_float("VIDFORGE_APPROVAL_TIMEOUT_S", 1800.0),
             poll_interval_ms=_env_int("VIDFORGE_POLL_INTERVAL_MS", 10_000),
             max_concurrent_renders=_env_int("VIDFORGE_MAX_CONCURRENT_RENDERS", 4),
             max_asset_bytes=_env_int("VIDFORGE_MAX_ASSET_BYTES", 2 * 1024**3),
+            max_image_pixels=_env_int("VIDFORGE_MAX_IMAGE_PIXELS", 16_777_216),
             max_mcp_body_bytes=_env_int("VIDFORGE_MAX_MCP_BODY_BYTES", 1024 * 1024),
             max_inline_resource_bytes=_env_int("VIDFORGE_MAX_INLINE_RESOURCE_BYTES", 8 * 1024 * 1024),
             sweep_interval_s=_env_float("VIDFORGE_SWEEP_INTERVAL_S", 5.0),
@@ -77,5 +87,17 @@ class Config:
 
     @property
     def public_base_url(self) -> str:
+        """Where clients reach this server: `VIDFORGE_PUBLIC_URL` behind a proxy, else the bind address."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def resource(self) -> str:
+        """The OAuth resource identifier (RFC 8707, RFC 9728 §1.2): the MCP endpoint's public URL."""
+        return f"{self.public_base_url}/mcp"
+
+    @property
+    def required_scopes(self) -> tuple[str, ...]:
+        return tuple(self.oauth_scopes.split())

@@ -13,7 +13,6 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from mcp_protocol.errors import VidforgeError, repair
-from mcp_protocol.server import PRINCIPAL_SCOPE_KEY
 from render_kernels import UnsupportedMedia
 from serve_app.assets import AssetTooLarge
 
@@ -46,7 +45,7 @@ class AssetUpload:
             return
         try:
             asset = await store.add_stream(
-                request.stream(), scope[PRINCIPAL_SCOPE_KEY], request.query_params.get("filename", "upload")
+                request.stream(), request.user.identity, request.query_params.get("filename", "upload")
             )
         except AssetTooLarge:
             response = error_response(413, _too_large(store.max_bytes))
@@ -76,7 +75,7 @@ class ArtifactDownload:
         request = Request(scope, receive)
         render_id, ext = request.path_params["render_id"], request.path_params["ext"]
         try:
-            artifact = await self.service.artifact(scope[PRINCIPAL_SCOPE_KEY], render_id, ext)
+            artifact = await self.service.artifact(request.user.identity, render_id, ext)
         except VidforgeError as error:
             await error_response(404, error)(scope, receive, send)
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -64,11 +65,37 @@ def test_tokens_file_rules(tmp_path):
         except TokenFileError:
             continue
         raise AssertionError(f"accepted {bad!r}")
-    check_bind_allowed("127.0.0.1", None)
-    check_bind_allowed("0.0.0.0", {"t1": "alice"})
+    check_bind_allowed("127.0.0.1", None, None)
+    check_bind_allowed("0.0.0.0", {"t1": "alice"}, None)
+    # OAuth resource-server mode is credentials too: a hosted bind needs no tokens file beside it.
+    check_bind_allowed("0.0.0.0", None, "https://auth.example.com")
     try:
-        check_bind_allowed("0.0.0.0", None)
+        check_bind_allowed("0.0.0.0", None, None)
     except TokenFileError:
         pass
     else:
         raise AssertionError("non-loopback bind without tokens was allowed")
+
+
+def serve_cli(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "serve", *args],
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_oauth_settings_are_checked_before_serving(tmp_path):
+    env = {"VIDFORGE_DATA_DIR": str(tmp_path), "VIDFORGE_TOKENS_FILE": ""}
+    refused = serve_cli("--host", "0.0.0.0", env=env)
+    assert refused.returncode == 2 and "VIDFORGE_OAUTH_ISSUER" in refused.stderr
+    # With OAuth the bind rule passes; these settings are refused on their own merits, before Ray starts.
+    plain_http = serve_cli("--host", "0.0.0.0", env={**env, "VIDFORGE_OAUTH_ISSUER": "http://auth.example.com"})
+    assert plain_http.returncode == 2 and "https" in plain_http.stderr
+    with_path = serve_cli(
+        env={**env, "VIDFORGE_OAUTH_ISSUER": "https://auth.example.com", "VIDFORGE_PUBLIC_URL": "https://h/x"}
+    )
+    assert with_path.returncode == 2 and "VIDFORGE_PUBLIC_URL" in with_path.stderr

@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 CLIENTS := .clients
 NODE_DIR := tests/clients/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+HOSTS_DIR := tests/clients/inspector
+HOSTS_STAMP := $(HOSTS_DIR)/node_modules/.installed
 PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
 
 .PHONY: serve test clients bench clean
@@ -26,7 +28,12 @@ $(NODE_STAMP): $(NODE_DIR)/package.json
 	cd $(NODE_DIR) && npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-clients: $(PY_CLIENT_STAMPS) $(NODE_STAMP)
+# MCP Inspector and Claude Code, for tests/test_connect.py (the Inspector runs on the Node 22 from $(NODE_DIR)).
+$(HOSTS_STAMP): $(HOSTS_DIR)/package.json $(NODE_STAMP)
+	cd $(HOSTS_DIR) && npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+clients: $(PY_CLIENT_STAMPS) $(NODE_STAMP) $(HOSTS_STAMP)
 
 serve: $(STAMP)
 	$(BIN)/vidforge serve

@@ -1,0 +1,88 @@
+"""Issue 7: `examples/render_with_sdk.py`, run as a user runs it (a subprocess, settings from the environment)
+against a live `vidforge serve` with a tokens file; the downloaded video is checked with PyAV, and the task it
+ran is checked on the wire."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.harness import REPO, RENDER_DEADLINE_S, ServerProcess, Wire, upload
+from tests.media import decode_all, make_clip, make_watermark_png
+
+pytestmark = pytest.mark.ray
+
+TOKEN = "tok-example"
+EXAMPLE = "examples/render_with_sdk.py"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    env = {"VIDFORGE_POLL_INTERVAL_MS": "500"}
+    proc = ServerProcess(tmp_path_factory.mktemp("example") / "data", env=env, tokens={TOKEN: "user"}).start()
+    yield proc
+    proc.stop()
+
+
+def run_example(server, token: str, *args: str, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VIDFORGE_URL": server.url, "VIDFORGE_TOKEN": token}
+    return subprocess.run([sys.executable, EXAMPLE, *args], cwd=REPO, env=env,
+                          stdin=stdin, capture_output=True, text=True, timeout=RENDER_DEADLINE_S)
+
+
+def test_render_with_sdk_example(server, tmp_path):
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=2.0, width=320, height=180, audio=True)
+    logo = make_watermark_png(str(tmp_path / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255))
+    out = tmp_path / "out.mp4"
+    done = run_example(server, TOKEN, clip, logo, str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the task path: the script polled tasks/get through input_required (the approval) to completed
+    (task_id,) = set(re.findall(r"task (task_\w+): ", done.stderr))
+    statuses = re.findall(rf"task {task_id}: (\w+)", done.stderr)
+    assert "input_required" in statuses and statuses[-1] == "completed", done.stderr
+    assert statuses.index("input_required") < len(statuses) - 1
+    assert "watermark-preview.png" in done.stderr  # the approval question was shown
+    assert f"vidforge://videos/{task_id}/final.mp4 -> {out}" in done.stdout
+    # the downloaded file: what was asked for, every frame of the source
+    video, source = decode_all(str(out)), decode_all(clip)
+    assert video.video_codec == "h264" and video.audio_codec == "aac"
+    assert (video.width, video.height) == (1280, 720)
+    assert video.frame_count == source.frame_count
+    # the server's view of the same task: completed with the watermark the script approved
+    wire = Wire(server.url, token=TOKEN, tasks=True)
+    task = wire.task("tasks/get", task_id)["result"]
+    wire.close()
+    assert task["status"] == "completed"
+    result = task["result"]["structuredContent"]
+    assert result["watermark_applied"] is True and result["size_bytes"] == out.stat().st_size
+
+
+def test_render_with_sdk_example_wrong_token(server, tmp_path):
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=1.0, width=160, height=90, audio=False)
+    logo = make_watermark_png(str(tmp_path / "logo.png"))
+    refused = run_example(server, "wrong", clip, logo, str(tmp_path / "out.mp4"))
+    assert refused.returncode != 0 and "401" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out.mp4").exists()
+    assert upload(server, clip, TOKEN).startswith("vidforge://assets/")  # the same upload with the right token works
+
+
+def test_render_with_sdk_example_human_rejects(server, tmp_path):
+    """On a terminal the script asks; answering "n" rejects the watermark and the render ends without a video."""
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=1.0, width=160, height=90, audio=False)
+    logo = make_watermark_png(str(tmp_path / "logo.png"))
+    controller, terminal = pty.openpty()
+    os.write(controller, b"n\n")  # typed ahead; read when the question comes
+    try:
+        rejected = run_example(server, TOKEN, clip, logo, str(tmp_path / "out.mp4"), stdin=terminal)
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert "Approve the watermark? [Y/n]" in rejected.stdout, rejected.stdout
+    assert rejected.returncode != 0 and "render failed" in rejected.stderr, rejected.stderr
+    assert "watermark_rejected" in rejected.stderr
+    assert not (tmp_path / "out.mp4").exists()

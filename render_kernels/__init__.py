@@ -8,7 +8,7 @@ function that decoded them.
 from .audio import EncodedAudio, encode_audio
 from .encoders import choose_video_encoder
 from .errors import UnsupportedMedia
-from .images import probe_image
+from .images import image_size, probe_image
 from .mux import MuxStats, mux_segments
 from .plan import Segment, plan_segments
 from .preview import render_preview
@@ -29,6 +29,7 @@ __all__ = [
     "choose_video_encoder",
     "encode_audio",
     "encode_segment",
+    "image_size",
     "mux_segments",
     "output_size",
     "plan_segments",

@@ -1,12 +1,17 @@
-"""Still images (watermarks), decoded with PyAV."""
+"""Still images (watermarks): sized from the header with Pillow, decoded with PyAV."""
 
 from __future__ import annotations
 
 import av
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from .errors import UnsupportedMedia
 from .probe import describe, is_still_image_format, open_input
+
+# Pillow only ever reads headers here (PyAV decodes); callers hold images to their own pixel limit from the
+# header's size, so Pillow's decompression-bomb refusal would only hide that size from the error.
+Image.MAX_IMAGE_PIXELS = None
 
 
 def read_rgba(path: str) -> np.ndarray:
@@ -21,6 +26,20 @@ def read_rgba(path: str) -> np.ndarray:
         if frame is None:
             raise UnsupportedMedia("cannot decode image: no picture in the file")
         return frame.to_ndarray(format="rgba")
+
+
+def image_size(path: str) -> tuple[int, int] | None:
+    """(width, height) from a still image's header, without decoding a pixel; None if it is no image.
+
+    Opening with PyAV would not do: its stream probe decodes the whole picture (1 GiB for a 16k x 16k PNG
+    of 1 MB), so limits on image size must be checked from the header first. Pillow reads only the header.
+    """
+    try:
+        with Image.open(path) as image:
+            # An animated image (GIF, APNG, animated WebP) is probed as what PyAV makes of it: a video.
+            return None if getattr(image, "is_animated", False) else image.size
+    except (UnidentifiedImageError, OSError, ValueError):
+        return None
 
 
 def probe_image(path: str) -> tuple[int, int]:

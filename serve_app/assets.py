@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from mcp_protocol.errors import VidforgeError, repair
-from render_kernels import UnsupportedMedia, probe, probe_image
+from render_kernels import UnsupportedMedia, image_size, probe, probe_image
+from serve_app.config import Config
 
 ASSET_URI = re.compile(r"^vidforge://assets/(?P<id>a_[a-z0-9]{16,64})$")
 
@@ -43,17 +44,24 @@ class AssetTooLarge(Exception):
     pass
 
 
-def _kind_of(path: str) -> tuple[str, str | None]:
-    """Probe as a video first, then as a still image; the reason is kept for the error message."""
-    try:
+def _kind_of(path: str, max_image_pixels: int) -> str:
+    """"image" or "video", after a full probe; UnsupportedMedia (with the reason) for anything else.
+
+    A still image is recognised from its header first and held to VIDFORGE_MAX_IMAGE_PIXELS before any
+    decoder runs: a few-MB PNG can declare 16k x 16k pixels, and decoding it costs a gigabyte.
+    """
+    size = image_size(path)
+    if size is None:
         probe(path)
-        return "video", None
-    except UnsupportedMedia as video_error:
-        try:
-            probe_image(path)
-            return "image", None
-        except UnsupportedMedia:
-            return "invalid", video_error.reason
+        return "video"
+    width, height = size
+    if width * height > max_image_pixels:
+        raise UnsupportedMedia(
+            f"image is {width}x{height} = {width * height} pixels, over the {max_image_pixels}-pixel limit "
+            "(VIDFORGE_MAX_IMAGE_PIXELS)"
+        )
+    probe_image(path)
+    return "image"
 
 
 def source_not_found(field: str, uri: str) -> VidforgeError:
@@ -74,15 +82,14 @@ def source_not_found(field: str, uri: str) -> VidforgeError:
 
 
 class AssetStore:
-    def __init__(self, data_dir: str, max_bytes: int) -> None:
-        self.root = Path(data_dir) / "assets"
+    def __init__(self, config: Config) -> None:
+        self.root = Path(config.data_dir) / "assets"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.max_bytes = max_bytes
+        self.max_bytes = config.max_asset_bytes
+        self.max_image_pixels = config.max_image_pixels
 
     def _admit(self, tmp_path: str, principal: str, filename: str) -> Asset:
-        kind, reason = _kind_of(tmp_path)
-        if kind == "invalid":
-            raise UnsupportedMedia(reason or "not a readable video or image")
+        kind = _kind_of(tmp_path, self.max_image_pixels)
         asset_id = "a_" + secrets.token_hex(12)
         folder = self.root / asset_id
         folder.mkdir()

@@ -32,7 +32,7 @@ class RayRenderService:
             max_inline_resource_bytes=config.max_inline_resource_bytes,
             public_base_url=config.public_base_url,
         )
-        self.assets = AssetStore(config.data_dir, config.max_asset_bytes)
+        self.assets = AssetStore(config)
         self.registry = registry_handle(config)
         self.supervisor = supervisor_handle(config)
 

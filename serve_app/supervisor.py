@@ -92,7 +92,7 @@ def render_job(rec: dict[str, Any], config: Config, assets: AssetStore) -> Rende
 class RenderSupervisor:
     def __init__(self, config_json: str) -> None:
         self.config = Config.from_json(config_json)
-        self.assets = AssetStore(self.config.data_dir, self.config.max_asset_bytes)
+        self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
         self.running: dict[str, asyncio.Task] = {}
         self._resumed: asyncio.Task | None = None

@@ -18,7 +18,6 @@ CI_EXAMPLES = 2000
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    # A small body limit keeps "huge" bodies cheap while still crossing it.
     proc = ServerProcess(tmp_path_factory.mktemp("fuzz") / "data", tokens=TOKENS).start()
     yield proc
     proc.stop()

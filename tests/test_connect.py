@@ -1,4 +1,4 @@
-"""Issue 7: every "Connect your agent" recipe in docs/connect.md, taken out of the document as written and run
+"""Issue 7: every recipe in the README's "Connect your agent" section, taken out of the document as written and run
 against a live `vidforge serve` with a tokens file — by the official `mcp` SDK client, by Claude Code's own
 `claude mcp` commands (offline, no login) and by MCP Inspector's headless CLI (tests/clients/inspector, built by
 `make clients`). Each recipe is also run with a wrong token, to show its header is what gets it in."""
@@ -29,7 +29,7 @@ TOOL_NAMES = [
     "vidforge_cancel_render",
     "vidforge_get_capabilities",
 ]
-DOC = REPO / "docs" / "connect.md"
+README = REPO / "README.md"
 DOC_ADDRESS = "127.0.0.1:8000"
 HOSTS = REPO / "tests" / "clients" / "inspector" / "node_modules"
 CLAUDE = HOSTS / ".bin" / "claude"
@@ -45,14 +45,22 @@ def server(tmp_path_factory):
     proc.stop()
 
 
+def connect_section() -> str:
+    """The README's "Connect your agent" section, as a user reads it."""
+    text = README.read_text()
+    start = text.index("\n## Connect your agent\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
 def code_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), re.S)
+    return re.findall(rf"```{language}\n(.*?)```", connect_section(), re.S)
 
 
 def doc_command(prefix: str) -> str:
-    """The one shell line in docs/connect.md that starts with `prefix`."""
+    """The one shell line in the README's "Connect your agent" section that starts with `prefix`."""
     lines = [line for block in code_blocks("sh") for line in block.splitlines() if line.startswith(prefix)]
-    assert len(lines) == 1, f"docs/connect.md should hold exactly one `{prefix}` line: {lines}"
+    assert len(lines) == 1, f"the README's connect section should hold exactly one `{prefix}` line: {lines}"
     return lines[0]
 
 

@@ -5,6 +5,8 @@ async Ray actor (``actors.handle``). Every mutation is written through to the ``
 method returns, and the constructor rebuilds all state from the store — that is the whole recovery story
 for a restarted actor or server.
 
+Live progress is the one exception to write-through: see ``set_progress`` and ``VOLATILE``.
+
 Concurrency model: all methods run on one event loop. A check and the write that depends on it never have
 an ``await`` between them (the store commit is synchronous), so each transition is atomic with respect to
 every other caller; the only suspension points are publishing a change and waiting in ``watch``.
@@ -41,7 +43,7 @@ _ALLOWED = {
 # The one payload each status carries; the other (both, for all but completed and failed) stays None.
 _PAYLOAD = {WORKING: None, INPUT_REQUIRED: None, COMPLETED: "result", FAILED: "error", CANCELLED: None}
 
-PHASES = frozenset({"queued", "rendering", "awaiting_watermark_approval", "muxing", "done"})
+PHASES = frozenset({"queued", "probing", "rendering", "awaiting_watermark_approval", "muxing", "done"})
 
 DEFAULTS = {
     "task_ttl_ms": 86_400_000,
@@ -58,10 +60,19 @@ QUEUED_MESSAGE = "Render queued; encoding starts shortly."
 
 # What a transition may set; identity and bookkeeping (task_id, principal, version, ...) are the registry's.
 _MUTABLE = frozenset({
-    "phase", "status_message", "frames_done", "frames_total", "poll_interval_ms",
+    "phase", "status_message", "frames_done", "frames_total", "fps", "source_fps", "poll_interval_ms",
     "input_key", "input_seq", "input_request", "approval_deadline_ms", "timeout_result", "approval",
     "cancel_requested", "result", "error", "artifact", "attempt",
 })
+# Fields that change several times a second while a render encodes. A transition that changes only these is
+# published (version bump, watchers woken) but not committed to the store: they are measurements, re-measured
+# by a resumed render (which starts its segments over anyway), so an fsync each would buy nothing and would
+# stall this actor's one event loop for every render's every report.
+VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps"})
+# At most this many unsaved (volatile) version bumps per task; the next one is committed. A restarted registry
+# adds it to every unfinished task's stored version, so versions never go back for a watcher whose long poll
+# Ray retries on the new instance (it would otherwise wait for a version the task already "had").
+MAX_UNSAVED_BUMPS = 120  # about a minute of reports at the driver's 2 a second
 _NO_PENDING_INPUT = {"input_key": None, "input_request": None, "approval_deadline_ms": None, "timeout_result": None}
 
 
@@ -79,6 +90,11 @@ class TaskRegistry:
         self._clock = clock
         self._store = TaskStore(data_dir)
         self._tasks: dict[str, dict] = {rec["task_id"]: rec for rec in self._store.load_tasks()}
+        self._unsaved: dict[str, int] = {}  # task id -> version bumps not yet in the store
+        for rec in self._tasks.values():
+            if rec["status"] not in TERMINAL:  # past any bump the previous instance published but never saved
+                rec["version"] += MAX_UNSAVED_BUMPS
+                self._store.save_task(rec)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
         self._sweeper: asyncio.Task | None = None
@@ -195,6 +211,8 @@ class TaskRegistry:
             "status_message": initial_message,
             "frames_done": 0,
             "frames_total": 0,
+            "fps": None,
+            "source_fps": None,
             "created_at_ms": now,
             "last_updated_at_ms": now,
             "ttl_ms": self._config["task_ttl_ms"],
@@ -255,7 +273,8 @@ class TaskRegistry:
             return copy.deepcopy(current)
         new["version"] += 1
         new["last_updated_at_ms"] = self._now_ms()
-        return await self._commit(new)
+        changed = {key for key in new if new[key] != current.get(key)} - {"version", "last_updated_at_ms"}
+        return await self._commit(new, durable=not changed <= VOLATILE)
 
     async def _update(self, task_id: str, status: str | None = None, **fields) -> dict | None:
         """Render-driver writes that lose a race with a terminal transition return None instead of raising."""
@@ -264,10 +283,18 @@ class TaskRegistry:
             return None
         return await self.transition(task_id, status or current["status"], **fields)
 
-    async def _commit(self, rec: dict, *, claim_idempotency_key: bool = False) -> dict:
-        """Durable before visible: commit to the store, then swap into memory, then wake watchers."""
-        self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key)
-        self._tasks[rec["task_id"]] = rec
+    async def _commit(self, rec: dict, *, claim_idempotency_key: bool = False, durable: bool = True) -> dict:
+        """Durable before visible: commit to the store, then swap into memory, then wake watchers.
+
+        ``durable=False`` (a volatile-only change) skips the store until ``MAX_UNSAVED_BUMPS`` have piled up;
+        any later durable commit saves the whole record, the volatile fields with it."""
+        task_id = rec["task_id"]
+        unsaved = 0 if durable else self._unsaved.get(task_id, 0) + 1
+        if unsaved in (0, MAX_UNSAVED_BUMPS):
+            self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key)
+            unsaved = 0
+        self._unsaved[task_id] = unsaved
+        self._tasks[task_id] = rec
         async with self._changed:
             self._changed.notify_all()
         return copy.deepcopy(rec)
@@ -281,14 +308,24 @@ class TaskRegistry:
         frames_total: int,
         phase: str | None = None,
         message: str | None = None,
+        fps: float | None = None,
+        source_fps: float | None = None,
     ) -> dict | None:
         """Progress is monotonic: ``frames_done`` never decreases; terminal tasks ignore it (None).
 
         While input is pending, frames still count (segments render speculatively) but the phase and the
-        status message keep naming the pending approval.
+        status message keep naming the pending approval. A resumed render probes again with ``frames_total``
+        0 (not known yet): the known total is kept, so the fraction shown never disappears. Frame counts and
+        speed are ``VOLATILE``: published at once, stored only with the next durable change (a phase change
+        is one).
         """
         current = self._require(task_id)
-        fields = {"frames_done": max(current["frames_done"], frames_done), "frames_total": frames_total}
+        fields = {
+            "frames_done": max(current["frames_done"], frames_done),
+            "frames_total": frames_total or current["frames_total"],
+            "fps": fps,
+            "source_fps": source_fps,
+        }
         if current["status"] == WORKING:
             if phase is not None:
                 fields["phase"] = phase
@@ -477,6 +514,7 @@ class TaskRegistry:
                     folder.rmdir()
         self._store.delete_task(rec["task_id"])
         del self._tasks[rec["task_id"]]
+        self._unsaved.pop(rec["task_id"], None)
 
     # -- helpers -----------------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ WATERMARK = {"position": "bottom_right", "opacity": 0.6}
 class AutoApprove:
     """Render hooks for a benchmark: no progress reporting, the preview is approved at once."""
 
-    async def progress(self, frames_done: int, frames_total: int, phase: str) -> None:
+    async def progress(self, report) -> None:
         pass
 
     async def preview_ready(self, preview_path: str) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_protocol.catalog import APPROVE_TOOL, STATUS_TOOL, preview_uri
+from mcp_protocol.progress import LIVE_PHASES, RenderProgress
 from mcp_protocol.timefmt import duration_text, iso_ms
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -32,8 +33,7 @@ def is_terminal(rec: dict[str, Any]) -> bool:
 def progress_fraction(rec: dict[str, Any]) -> float | None:
     if rec["status"] == "completed" and not rec["result"].get("isError"):
         return 1.0
-    total = rec.get("frames_total") or 0
-    return round(min(1.0, rec.get("frames_done", 0) / total), 4) if total else None
+    return RenderProgress.of(rec).fraction
 
 
 def _approval_message(rec: dict[str, Any], caller: Caller) -> str:
@@ -54,15 +54,14 @@ def _approval_message(rec: dict[str, Any], caller: Caller) -> str:
 
 
 def status_message(rec: dict[str, Any], caller: Caller) -> str:
-    """`statusMessage` carries progress after creation ([7.progress-token]); monotonic with the frames."""
-    status, phase = rec["status"], rec.get("phase")
+    """`statusMessage` carries progress after creation ([7.progress-token]): while a render works, the live
+    figures (percent, frames, speed, ETA, phase; see `RenderProgress.message`), monotonic with the frames.
+    Awaiting approval it is the contract's fixed text; otherwise the message the registry recorded."""
+    status = rec["status"]
     if status == "input_required":
         return _approval_message(rec, caller)
-    if status == "working" and phase in ("rendering", "muxing") and rec.get("frames_total"):
-        done, total = rec["frames_done"], rec["frames_total"]
-        pct = int(100 * done / total)
-        step = "Muxing" if phase == "muxing" else "Rendering"
-        return f"{step}: {pct}% (frame {done}/{total})."
+    if status == "working" and rec.get("phase") in LIVE_PHASES:
+        return RenderProgress.of(rec).message()
     return rec.get("status_message") or ""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -36,8 +37,13 @@ class EncodedSegment:
     stats: dict = field(default_factory=dict)  # decode_s (decode+scale+watermark), encode_s, wall_s, fps
 
 
-def encode_segment(source_path: str, segment: Segment, spec: RenderSpec, info: SourceInfo) -> EncodedSegment:
+def encode_segment(source_path: str, segment: Segment, spec: RenderSpec, info: SourceInfo,
+                   on_frame: Callable[[int], None] | None = None) -> EncodedSegment:
     """Encode the segment's frames with a fresh encoder (so its first frame is a keyframe).
+
+    `on_frame`, when given, is called after every frame handed to the encoder with the count so far, so a
+    caller can report live progress from inside the loop; it is called on the hot path, so it should only
+    decide cheaply whether to pass the count on (the render driver throttles it to a few reports a second).
 
     The output is constant frame rate at the source's average fps with exactly one output frame per source
     frame: variable-frame-rate sources are retimed, never padded or dropped. With `spec.video_encoder`
@@ -72,6 +78,8 @@ def encode_segment(source_path: str, segment: Segment, spec: RenderSpec, info: S
             t = time.perf_counter()
             collect(encoder.encode(picture))
             encode_s += time.perf_counter() - t
+            if on_frame is not None:
+                on_frame(out.frame_count)
     t = time.perf_counter()
     collect(encoder.encode(None))
     encode_s += time.perf_counter() - t

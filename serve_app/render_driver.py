@@ -4,9 +4,14 @@
         -> [approval gate] -> mux_segments (Ray task pinned to this node) -> out_path
 
 Data flow: raw frames never leave a task. Each segment task returns two objects, a small summary (frame
-count, timings) that the driver awaits for progress and fail-fast error detection, and the encoded segment,
-which goes from the object store straight into the mux task as a top-level argument. So the driver (the
-supervisor actor, shared by every render) never holds encoded video.
+count, timings) that the driver awaits for fail-fast error detection, and the encoded segment, which goes
+from the object store straight into the mux task as a top-level argument. So the driver (the supervisor
+actor, shared by every render) never holds encoded video.
+
+Live progress: while it encodes, each segment task reports its frames done so far (at most every
+PROGRESS_INTERVAL_S, fire-and-forget) to the render's FrameTally actor; the driver reads the tally as often
+and hands the hooks one RenderProgress (phase, frames done/total, measured speed) when the count moved. So a
+render reports a few times a second however few segments it has, and a slow reader never slows the encode.
 
 Where things run:
 - probe runs in a thread here: it is one bounded demux pass over a local file, cheaper than a worker
@@ -23,7 +28,8 @@ Where things run:
 
 Retries: every task retries up to 3 times on worker death only (`retry_exceptions=False`: a kernel error is
 deterministic, retrying it is wasted work). The kernels are deterministic, so a retried segment produces the
-same bytes and the output does not depend on failures.
+same bytes and the output does not depend on failures. A retried segment reports from 0 again; the tally
+keeps each segment's high-water mark, so its frames are never counted twice and progress never goes back.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any, Protocol
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from mcp_protocol.progress import MUXING, PROBING, RENDERING, RenderProgress, SpeedMeter
 from render_kernels import (
     EncodedAudio,
     EncodedSegment,
@@ -59,6 +66,7 @@ TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptio
 GPU_ENCODERS = frozenset({"h264_nvenc"})
 ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
+PROGRESS_INTERVAL_S = 0.5  # how often a segment task reports its frames, and the driver reads them
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,9 @@ class RenderJob:
 
 
 class RenderHooks(Protocol):
-    async def progress(self, frames_done: int, frames_total: int, phase: str) -> None:
-        """Cumulative, monotonic progress; phase is "rendering" or "muxing"."""
+    async def progress(self, report: RenderProgress) -> None:
+        """Probing, then rendering at most every PROGRESS_INTERVAL_S while the frame count moves (monotonic),
+        then muxing. Awaited inline: keep it short."""
 
     async def preview_ready(self, preview_path: str) -> bool:
         """Called once when a watermark is set, after the preview PNG is written; segments keep encoding
@@ -87,10 +96,42 @@ class RenderRejected(Exception):
     """The watermark preview was not approved; nothing was muxed."""
 
 
-def encode_segment_parts(source_path: str, segment: Segment, spec: RenderSpec,
-                         info: SourceInfo) -> tuple[dict[str, Any], EncodedSegment]:
-    """`encode_segment` as (summary, segment): the summary is what the driver awaits; see module docstring."""
-    encoded = encode_segment(source_path, segment, spec, info)
+class FrameTally:
+    """Frames encoded so far by each segment of one render, as its segment tasks report them.
+
+    One per RenderRun, owned by the driver: it dies with the run, so a report from an abandoned run's task
+    can never count towards a later run of the same render. Reports are cumulative per segment and kept as a
+    high-water mark, so a segment retried from scratch after a worker death is not counted twice.
+    """
+
+    def __init__(self, segment_count: int) -> None:
+        self.frames = [0] * segment_count
+
+    def report(self, index: int, frames_done: int) -> None:
+        self.frames[index] = max(self.frames[index], frames_done)
+
+    def counts(self) -> list[int]:
+        return self.frames
+
+
+def reporter(tally, index: int):
+    """The kernel's per-frame callback for segment `index`: passes the count on to the tally at most every
+    PROGRESS_INTERVAL_S. Fire-and-forget: a lost report only makes the next one the first to arrive."""
+    last = time.monotonic()
+
+    def on_frame(frames_done: int) -> None:
+        nonlocal last
+        if (now := time.monotonic()) - last >= PROGRESS_INTERVAL_S:
+            last = now
+            tally.report.remote(index, frames_done)
+
+    return on_frame
+
+
+def encode_segment_parts(source_path: str, segment: Segment, spec: RenderSpec, info: SourceInfo,
+                         tally) -> tuple[dict[str, Any], EncodedSegment]:
+    """`encode_segment` as (summary, segment), reporting live to `tally`; see module docstring."""
+    encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
     return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
 
 
@@ -107,6 +148,7 @@ _audio_task = ray.remote(**TASK_OPTIONS)(encode_audio)
 _preview_task = ray.remote(**TASK_OPTIONS)(render_preview)
 _mux_task = ray.remote(**TASK_OPTIONS)(_mux)
 _encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
+_tally_actor = ray.remote(num_cpus=0)(FrameTally)  # no CPU: it must start while the segments hold every core
 
 
 async def run_render(job: RenderJob, hooks: RenderHooks) -> MuxStats:
@@ -131,6 +173,9 @@ class RenderRun:
     segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
     _staging: str | None = field(default=None, init=False)  # the mux's private directory, once made
+    _tally: Any = field(default=None, init=False)  # the FrameTally actor, once the segments are planned
+    _frames_reported: int = field(default=0, init=False)
+    _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
 
     async def run(self) -> MuxStats:
         started = time.perf_counter()
@@ -141,27 +186,32 @@ class RenderRun:
             _remove(self.job.out_path)
             raise
         finally:
+            if self._tally is not None:  # every segment task has ended (or was cancelled): nobody reports
+                ray.kill(self._tally)
             if self._staging is not None:  # only now: a cancelled mux is gone, it cannot write there any more
                 shutil.rmtree(self._staging, ignore_errors=True)
             self.stages["total"] = time.perf_counter() - started
 
     async def _render(self) -> MuxStats:
         job = self.job
+        await self.hooks.progress(RenderProgress(PROBING))
         info = await self._timed("probe", asyncio.to_thread(probe, job.source_path))
         workers = job.workers or int(ray.cluster_resources().get("CPU", 1))
         segments = plan_segments(info, workers)
         spec, segment_options = await self._fix_encoder(job.spec, len(segments))
-        await self.hooks.progress(0, info.frame_count, "rendering")
+        self._tally = _tally_actor.remote(len(segments))
+        await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
 
         # Submission order is start order when CPUs are short: the preview first, as a person waits on it;
         # then the audio, which would otherwise run alone after the (equally sized) segments end together.
         preview = self._submit(_preview_task, {}, job.source_path, info, spec) if spec.watermark else None
         audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
-        parts = [self._submit(segment_task, segment_options, job.source_path, s, spec, info) for s in segments]
+        parts = [self._submit(segment_task, segment_options, job.source_path, s, spec, info, self._tally)
+                 for s in segments]
         summaries, encoded = [p[0] for p in parts], [p[1] for p in parts]
 
         gate = [self._approval_gate(preview)] if preview is not None else []
-        work = (self._encode(summaries, info.frame_count), self._timed("audio", _value(audio)), *gate)
+        work = (self._encode(summaries, info), self._timed("audio", _value(audio)), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
             await asyncio.gather(*waits)  # raises the first failure (or the rejection) at once
@@ -169,7 +219,7 @@ class RenderRun:
             for waiting in waits:
                 waiting.cancel()
 
-        await self.hooks.progress(info.frame_count, info.frame_count, "muxing")
+        await self.hooks.progress(RenderProgress(MUXING, info.frame_count, info.frame_count, source_fps=info.fps))
         return await self._timed("mux", self._mux(audio, encoded, spec.output_format, info.fps))
 
     async def _fix_encoder(self, spec: RenderSpec, segment_count: int) -> tuple[RenderSpec, dict[str, Any]]:
@@ -185,24 +235,48 @@ class RenderRun:
             return spec, {"num_gpus": min(1.0, gpus / segment_count)}  # every segment fits on the GPUs at once
         return spec, {}
 
-    async def _encode(self, summaries: list[ray.ObjectRef], frames_total: int) -> None:
-        """Await the segment summaries as they complete, reporting cumulative progress."""
+    async def _encode(self, summaries: list[ray.ObjectRef], info: SourceInfo) -> None:
+        """Await the segment summaries as they complete, reporting the frames done meanwhile: each segment's
+        count is the larger of its live tally and, once it has ended, its final frame count."""
         started = time.perf_counter()
+        self._speed.add(0)  # the segments start now: speed is measured from here
+        frames = [0] * len(summaries)
+        watching = asyncio.ensure_future(self._watch_tally(frames, info))
         waiting = {asyncio.ensure_future(_value(ref)) for ref in summaries}
-        frames_done = 0
         try:
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 for finished in done:
                     summary = finished.result()
                     self.segment_stats.append(summary)
-                    frames_done += summary["frame_count"]
-                await self.hooks.progress(min(frames_done, frames_total), frames_total, "rendering")
+                    frames[summary["index"]] = summary["frame_count"]
+                await self._report_frames(sum(frames), info)
         finally:
+            watching.cancel()
             for future in waiting:
                 future.cancel()
         self.segment_stats.sort(key=lambda s: s["index"])
         self.stages["segments"] = time.perf_counter() - started
+
+    async def _watch_tally(self, frames: list[int], info: SourceInfo) -> None:
+        """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report. Best effort: if the
+        tally actor is lost, progress goes on moving one segment at a time, and the render is unaffected."""
+        while True:
+            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            try:
+                live = await self._tally.counts.remote()
+            except ray.exceptions.RayActorError:
+                return
+            frames[:] = map(max, frames, live)
+            await self._report_frames(sum(frames), info)
+
+    async def _report_frames(self, frames_done: int, info: SourceInfo) -> None:
+        """Hand the hooks a rendering report when the count moved (so never backwards, never repeated)."""
+        if frames_done <= self._frames_reported:
+            return
+        self._frames_reported = frames_done
+        fps = self._speed.add(frames_done)
+        await self.hooks.progress(RenderProgress(RENDERING, frames_done, info.frame_count, fps, info.fps))
 
     async def _approval_gate(self, preview: ray.ObjectRef) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""

@@ -18,6 +18,7 @@ import ray
 from actors.handle import singleton_actor_options
 from mcp_protocol.catalog import preview_uri
 from mcp_protocol.errors import tool_error_result
+from mcp_protocol.progress import RenderProgress
 from mcp_protocol.results import MIME_BY_EXT, approval_timeout_result, render_failed_error, render_success_result
 from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec
 from serve_app.artifacts import discard, final_path, preview_path
@@ -43,8 +44,10 @@ class RegistryHooks:
         self.arguments = rec["arguments"]
         self.config = config
 
-    async def progress(self, frames_done: int, frames_total: int, phase: str) -> None:
-        await self.registry.set_progress.remote(self.task_id, frames_done, frames_total, phase)
+    async def progress(self, report: RenderProgress) -> None:
+        """The driver already reports at a bounded rate (a few a second, only when the count moves); the
+        registry publishes each at once and stores only phase changes (frames and speed are volatile)."""
+        await self.registry.set_progress.remote(self.task_id, **report.fields())
 
     async def preview_ready(self, path: str) -> bool:
         """Contract §3.3: publish the preview, go `input_required`, and wait for the decision (or the
@@ -146,7 +149,6 @@ class RenderSupervisor:
         config = self.config
         try:
             job = render_job(rec, config, self.assets)
-            await self.registry.set_progress.remote(task_id, 0, 0, "rendering")
             stats = await run_render(job, RegistryHooks(self.registry, rec, config))
         except (asyncio.CancelledError, Exception) as exc:
             discard(config.data_dir, task_id)  # every way out but success leaves no file behind

@@ -1,4 +1,5 @@
-"""The Ray render driver on a real local Ray: segment equivalence, worker death, cancel, reject, progress."""
+"""The Ray render driver on a real local Ray: segment equivalence, worker death, cancel, reject, progress
+(live, from inside the segment tasks)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 import ray
 from media import decode_all, make_clip, make_watermark_png, psnr_y
 
-from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, plan_segments, probe
+from mcp_protocol.progress import RenderProgress
+from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
 from serve_app import render_driver
-from serve_app.render_driver import RenderJob, RenderRejected, run_render
+from serve_app.render_driver import FrameTally, RenderJob, RenderRejected, run_render
 
 pytestmark = pytest.mark.ray
 
@@ -32,9 +34,10 @@ class Hooks:
         self.previewed = asyncio.Event()
         self.progressed = asyncio.Event()
 
-    async def progress(self, frames_done: int, frames_total: int, phase: str) -> None:
-        self.calls.append((frames_done, frames_total, phase))
-        self.progressed.set()
+    async def progress(self, report: RenderProgress) -> None:
+        self.calls.append(report)
+        if report.phase == "rendering":
+            self.progressed.set()
 
     async def preview_ready(self, preview_path: str) -> bool:
         self.calls.append(("preview", preview_path))
@@ -44,8 +47,8 @@ class Hooks:
         return self.approve
 
     @property
-    def progress_calls(self) -> list[tuple]:
-        return [c for c in self.calls if c[0] != "preview"]
+    def progress_calls(self) -> list[RenderProgress]:
+        return [c for c in self.calls if isinstance(c, RenderProgress)]
 
 
 @pytest.fixture(scope="module")
@@ -115,32 +118,85 @@ def test_multi_segment_render_matches_single_segment(clean, media):
 
 def test_progress_is_monotonic_and_ends_at_total(clean):
     for job, stats, hooks in clean.values():
-        assert [c for c in hooks.calls if c[0] == "preview"] == [("preview", job.preview_path)]
-        calls = hooks.progress_calls
-        done = [c[0] for c in calls]
+        assert [c for c in hooks.calls if not isinstance(c, RenderProgress)] == [("preview", job.preview_path)]
+        reports = hooks.progress_calls
+        assert reports[0] == RenderProgress("probing")
+        done = [r.frames_done for r in reports]
         assert done == sorted(done)
-        assert all(total == stats.frame_count for _, total, _ in calls)
-        assert calls[-1] == (stats.frame_count, stats.frame_count, "muxing")
-        assert {phase for *_, phase in calls[:-1]} == {"rendering"}
+        assert all(r.frames_total == stats.frame_count and r.source_fps == FPS for r in reports[1:])
+        assert (reports[-1].phase, reports[-1].frames_done) == ("muxing", stats.frame_count)
+        assert {r.phase for r in reports[1:-1]} == {"rendering"}
+
+
+def test_tally_keeps_each_segments_high_water_mark():
+    tally = FrameTally(3)  # the actor's class, called directly
+    tally.report(1, 30)
+    tally.report(1, 12)  # the same segment retried from scratch: not added, not gone back
+    tally.report(2, 5)
+    assert tally.counts() == [0, 30, 5]
+
+
+def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, monkeypatch):
+    """One segment holds at its middle frame until the driver has passed a mid-segment count to the hooks, so
+    the report can only have come from inside the running task, however fast or slow the machine is."""
+    seen_mid = str(tmp_path / "driver-saw-a-mid-segment-count")
+
+    def pauses_midway(source_path, segment, spec, info, tally):
+        forward = render_driver.reporter(tally, segment.index)
+
+        def on_frame(frames_done):
+            forward(frames_done)
+            if frames_done == segment.frame_count // 2:
+                ray.get(tally.report.remote(segment.index, frames_done))
+                deadline = time.monotonic() + DEADLINE_S
+                while not os.path.exists(seen_mid):
+                    assert time.monotonic() < deadline, "the driver never reported a mid-segment count"
+                    time.sleep(0.05)
+
+        encoded = encode_segment(source_path, segment, spec, info, on_frame)
+        return {"index": encoded.index, "frame_count": encoded.frame_count}, encoded
+
+    class Watching(Hooks):
+        async def progress(self, report: RenderProgress) -> None:
+            await super().progress(report)
+            if report.phase == "rendering" and 0 < report.frames_done < report.frames_total:
+                open(seen_mid, "w").close()
+
+    monkeypatch.setattr(render_driver, "segment_task",
+                        ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(pauses_midway))
+    job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=1)
+    hooks = Watching()
+    stats = render(job, hooks)
+    mid = [r for r in hooks.progress_calls if r.phase == "rendering" and 0 < r.frames_done < stats.frame_count]
+    assert mid, "no report between the first and the last frame"
+    assert hooks.progress_calls[-1].frames_done == stats.frame_count
 
 
 def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_path, monkeypatch):
     marker = str(tmp_path / "died-once")
 
-    def dies_on_first_attempt(source_path, segment, spec, info):
+    def dies_midway_on_first_attempt(source_path, segment, spec, info, tally):
         if segment.index == 1 and not os.path.exists(marker):
-            open(marker, "w").close()
-            os._exit(1)  # the worker process dies: Ray's max_retries, not an exception retry
-        return render_driver.encode_segment_parts(source_path, segment, spec, info)
+            def die_at_half(frames_done):
+                if frames_done == segment.frame_count // 2:
+                    ray.get(tally.report.remote(segment.index, frames_done))  # these frames surely counted
+                    open(marker, "w").close()
+                    os._exit(1)  # the worker process dies: Ray's max_retries, not an exception retry
 
-    faulty = ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(dies_on_first_attempt)
+            encode_segment(source_path, segment, spec, info, die_at_half)
+        return render_driver.encode_segment_parts(source_path, segment, spec, info, tally)
+
+    faulty = ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(dies_midway_on_first_attempt)
     monkeypatch.setattr(render_driver, "segment_task", faulty)
     job = job_for(media, tmp_path / "out")
-    render(job, Hooks())
+    hooks = Hooks()
+    stats = render(job, hooks)
 
     assert os.path.exists(marker), "the segment task never died"
     with open(job.out_path, "rb") as retried, open(clean[3][0].out_path, "rb") as first:
         assert retried.read() == first.read()
+    done = [r.frames_done for r in hooks.progress_calls]
+    assert done == sorted(done) and max(done) == stats.frame_count  # the retried half is not counted twice
 
 
 def test_cancel_mid_render_stops_tasks_and_leaves_no_output(cluster, media, tmp_path):

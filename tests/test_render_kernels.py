@@ -254,6 +254,29 @@ def test_encode_segment_starts_with_keyframe_and_is_deterministic(clip, output_f
     assert {"decode_s", "encode_s", "wall_s"} <= first.stats.keys()
 
 
+def test_encode_segment_reports_every_frame_from_inside_the_loop(clip):
+    info = probe(clip)
+    segment = plan_segments(info, 3, 1.0)[1]
+    spec = RenderSpec("mp4", "720p")
+    seen: list[int] = []
+    reported = encode_segment(clip, segment, spec, info, on_frame=seen.append)
+    assert seen == list(range(1, segment.frame_count + 1))
+    assert reported.packets == encode_segment(clip, segment, spec, info).packets  # watching changes nothing
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_five(frames: int) -> None:
+        seen.append(frames)
+        if frames == 5:
+            raise Stop
+
+    seen.clear()
+    with pytest.raises(Stop):  # raised mid-loop: the callback runs while frames are still being encoded
+        encode_segment(clip, segment, spec, info, on_frame=stop_at_five)
+    assert seen == [1, 2, 3, 4, 5]
+
+
 # --- full renders --------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry, TaskStore
+from actors.task_registry import MAX_UNSAVED_BUMPS
 
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
 HOUR_S = 3600
@@ -643,9 +644,54 @@ def test_restart_recovers_every_task_and_result(tmp_path):
 
     records = run(before())
     recovered, nonterminal, replay = run(after())
+    # the unfinished task comes back with its version moved past any unsaved progress bump; nothing else moves
+    records[1]["version"] += MAX_UNSAVED_BUMPS
     assert recovered == records
     assert nonterminal == [records[1]]
     assert replay == {"task": records[0], "created": False}
+
+
+def stored(tmp_path, task_id):
+    return next(rec for rec in TaskStore(str(tmp_path)).load_tasks() if rec["task_id"] == task_id)
+
+
+def test_live_progress_is_published_at_once_but_stored_only_with_durable_changes(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        probing = await reg.set_progress(task_id, 0, 0, phase="probing")
+        assert stored(tmp_path, task_id) == probing  # a phase change is durable
+        live = await reg.set_progress(task_id, 40, 600, fps=55.5, source_fps=30.0)
+        assert (live["frames_done"], live["fps"], live["version"]) == (40, 55.5, probing["version"] + 1)
+        assert await reg.get_any(task_id) == live  # every reader sees it at once ...
+        assert stored(tmp_path, task_id) == probing  # ... but it cost no store write
+        muxing = await reg.set_progress(task_id, 600, 600, phase="muxing", source_fps=30.0)
+        assert stored(tmp_path, task_id) == muxing  # the next durable change carries the frames with it
+        resumed = await reg.set_progress(task_id, 0, 0, phase="probing")  # a restarted render probes again
+        assert (resumed["frames_done"], resumed["frames_total"]) == (600, 600)  # what is known stays shown
+
+    run(scenario())
+
+
+def test_unsaved_progress_is_bounded_and_versions_never_go_back_across_restarts(tmp_path):
+    async def first_life():
+        reg = make(tmp_path)
+        task_id = (await new_task(reg))["task_id"]
+        for frames in range(1, MAX_UNSAVED_BUMPS + 1):
+            rec = await reg.set_progress(task_id, frames, 10_000)
+        assert stored(tmp_path, task_id) == rec  # the bound was reached: that bump was saved
+        for frames in range(MAX_UNSAVED_BUMPS + 1, 2 * MAX_UNSAVED_BUMPS):
+            rec = await reg.set_progress(task_id, frames, 10_000)
+        assert stored(tmp_path, task_id)["version"] < rec["version"]  # a crash now loses these bumps
+        return rec
+
+    async def reload(task_id):
+        return await make(tmp_path).get_any(task_id)
+
+    last_seen = run(first_life())
+    again = run(reload(last_seen["task_id"]))
+    assert again["version"] > last_seen["version"]  # a retried long poll cannot wait for a version it passed
+    assert run(reload(last_seen["task_id"]))["version"] > again["version"]  # and again after another restart
 
 
 def test_store_is_sqlite_in_wal_mode(tmp_path):
@@ -685,7 +731,8 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
                     break
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 pass  # still restarting
-        assert ray.get(handle.get.remote("alice", task["task_id"]), timeout=60) == task
+        recovered = ray.get(handle.get.remote("alice", task["task_id"]), timeout=60)
+        assert recovered == {**task, "version": task["version"] + MAX_UNSAVED_BUMPS}  # see the restart test
 
         again = get_or_create_registry(str(tmp_path), {}, namespace=namespace)
         assert again._actor_id == handle._actor_id

@@ -1,0 +1,109 @@
+"""Live render progress: the report the render driver makes, the record fields the registry keeps of it,
+and the progress text both task surfaces show (`statusMessage`, `status_message`).
+
+One model for all three, so the engine and the wire cannot disagree about what a figure means. Pure: no Ray,
+no I/O, a clock only where one is passed in.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# The working phases a render reports; awaiting approval is a status of its own (input_required), with the
+# contract's fixed message, and the registry adds "queued" before and "done" after.
+PROBING, RENDERING, MUXING = "probing", "rendering", "muxing"
+LIVE_PHASES = (PROBING, RENDERING, MUXING)
+
+
+@dataclass(frozen=True)
+class RenderProgress:
+    """Where a render stands. `frames_total` is 0 until the source is probed; `fps` is None until there is a
+    measured encoding speed (and again while muxing, when no frames are being encoded)."""
+
+    phase: str
+    frames_done: int = 0
+    frames_total: int = 0
+    fps: float | None = None  # frames encoded per wall-clock second, all segments together
+    source_fps: float | None = None  # the source's frame rate: fps / source_fps is the speed in x real time
+
+    @classmethod
+    def of(cls, rec: dict[str, Any]) -> RenderProgress:
+        """The progress a task record carries (records written before live progress lack the speed fields)."""
+        return cls(rec["phase"], rec.get("frames_done", 0), rec.get("frames_total", 0), rec.get("fps"),
+                   rec.get("source_fps"))
+
+    def fields(self) -> dict[str, Any]:
+        """The record fields this report sets (the registry's `set_progress` keywords)."""
+        return asdict(self)
+
+    @property
+    def fraction(self) -> float | None:
+        """0-1, rounded so that a poll shows a change only when a frame count does; None before probing."""
+        return round(min(1.0, self.frames_done / self.frames_total), 4) if self.frames_total else None
+
+    @property
+    def realtime(self) -> float | None:
+        """Encoding speed as a multiple of playback speed (2.0: a minute of video takes 30 s)."""
+        return self.fps / self.source_fps if self.fps and self.source_fps else None
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds of encoding left at the measured speed; the mux after it is short and not included."""
+        return max(0, self.frames_total - self.frames_done) / self.fps if self.fps else None
+
+    def message(self) -> str:
+        """The working-status text, in the contract's shape: "Rendering: 42% (frame 3021/7200), ...".
+
+        The percentage is floored, so 100% appears only once every frame is encoded."""
+        if self.phase == PROBING or not self.frames_total:
+            return "Rendering: probing the source."
+        done, total = min(self.frames_done, self.frames_total), self.frames_total
+        head = f"Rendering: {100 * done // total}% (frame {done}/{total})"
+        if self.phase == MUXING:
+            return f"{head}, muxing the output file."
+        if done == total:
+            return f"{head}, encoding done."
+        if self.fps is None:
+            return f"{head}, encoding; measuring speed."
+        speed = f"{self.fps:.1f} fps" + (f" ({self.realtime:.2f}x real time)" if self.realtime else "")
+        return f"{head}, encoding at {speed}, about {eta_text(self.eta_s)} left."
+
+
+def eta_text(seconds: float) -> str:
+    """A remaining time as people read it: "8 s", "1 min 12 s", "2 h 05 min" (rounded up: never 0 s early)."""
+    s = math.ceil(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+class SpeedMeter:
+    """Encoding speed over the last `window_s` seconds of (time, frames done) samples.
+
+    A sliding window rather than the average since the start: worker start-up, a retried segment or the
+    pause for watermark approval would otherwise drag the figure (and the ETA) for the rest of the render.
+    None until the samples span `min_span_s`, so the first figure is not two samples a few ms apart.
+    """
+
+    def __init__(self, window_s: float = 5.0, min_span_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s = window_s
+        self.min_span_s = min_span_s
+        self.clock = clock
+        self.samples: deque[tuple[float, int]] = deque()
+
+    def add(self, frames_done: int) -> float | None:
+        """Record a sample now; return the frames per second over the window, or None if not yet known."""
+        now = self.clock()
+        self.samples.append((now, frames_done))
+        while len(self.samples) > 2 and self.samples[1][0] <= now - self.window_s:
+            self.samples.popleft()  # keep one sample at or before the window's start, so it spans the window
+        (t0, f0), (t1, f1) = self.samples[0], self.samples[-1]
+        return (f1 - f0) / (t1 - t0) if t1 - t0 >= self.min_span_s else None

@@ -1,0 +1,111 @@
+"""Issue 7 item 5: live progress over the wire. A 20-second 720p render on a real `vidforge serve`, polled
+every 0.5 s on both surfaces (`tasks/get` and `vidforge_get_render_status`) while a `subscriptions/listen`
+stream listens: the figures move at every few polls, from inside the segment tasks, not once per segment."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+
+from tests.harness import PROTOCOL, RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload
+from tests.media import make_clip
+
+pytestmark = pytest.mark.ray
+
+POLL_S = 0.5
+FRAMES = 600  # 20 s at 30 fps
+ENCODING = re.compile(
+    r"Rendering: (\d+)% \(frame (\d+)/(\d+)\), encoding at (\d+\.\d) fps \((\d+\.\d\d)x real time\), "
+    r"about (\d+ s|\d+ min \d+ s|\d+ h \d\d min) left\."
+)
+WORKING = re.compile(
+    r"Rendering: (probing the source\.|\d+% \(frame \d+/\d+\), (encoding.*|muxing the output file)\.)"
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc = ServerProcess(tmp_path_factory.mktemp("live") / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def source(server, tmp_path_factory):
+    clip = make_clip(str(tmp_path_factory.mktemp("live-media") / "720p.mp4"), seconds=20.0, width=1280,
+                     height=720, audio=True)
+    return upload(server, clip)
+
+
+def listen(server: ServerProcess, wire: Wire, task_id: str, seen: list[dict]) -> None:
+    """Collect a `subscriptions/listen` stream for one task until its final result."""
+    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": PROTOCOL,
+                        "io.modelcontextprotocol/clientCapabilities": caps},
+              "notifications": {"taskIds": [task_id]}}
+    body = {"jsonrpc": "2.0", "id": "listen-live", "method": "subscriptions/listen", "params": params}
+    with httpx.Client(timeout=RENDER_DEADLINE_S) as http:
+        with http.stream("POST", server.url, json=body, headers=wire.headers("subscriptions/listen")) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    seen.append(json.loads(line[len("data: "):]))
+                    if "result" in seen[-1] or "error" in seen[-1]:
+                        return
+
+
+def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
+    wire = Wire(server.url, tasks=True)
+    tools = {t["name"]: t for t in wire.result("tools/list")["tools"]}
+    status_schema = Draft202012Validator(tools["vidforge_get_render_status"]["outputSchema"])
+    args = {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"}
+    task_id = wire.tool("vidforge_render_video", args)["taskId"]
+    notes: list[dict] = []
+    listener = threading.Thread(target=listen, args=(server, wire, task_id, notes), daemon=True)
+    listener.start()
+
+    polls: list[tuple[dict, dict]] = []  # (tasks/get result, status tool structuredContent), every POLL_S
+    deadline = time.monotonic() + RENDER_DEADLINE_S
+    while not polls or polls[-1][0]["status"] not in TERMINAL or not polls[-1][1]["terminal"]:
+        assert time.monotonic() < deadline, f"render did not finish; last poll {polls[-1] if polls else None}"
+        task = wire.task("tasks/get", task_id)["result"]
+        status = wire.tool("vidforge_get_render_status", {"render_id": task_id})["structuredContent"]
+        status_schema.validate(status)  # additionalProperties: false; the figures ride in the text
+        polls.append((task, status))
+        time.sleep(POLL_S)
+
+    task, status = polls[-1]
+    assert task["status"] == "completed" and task["result"]["isError"] is False
+    assert status["state"] == "succeeded" and status["progress"] == 1.0
+
+    progress = [s["progress"] for _, s in polls if "progress" in s]
+    assert progress == sorted(progress), "progress went backwards"
+    distinct = sorted(set(progress))
+    assert len(distinct) >= 5, f"only {distinct} seen in {len(polls)} polls"
+
+    working = [t["statusMessage"] for t, _ in polls if t["status"] == "working"]
+    assert all(WORKING.fullmatch(m) for m in working), working
+    fallback = [s["status_message"] for _, s in polls if s["state"] == "rendering"]
+    assert fallback and all(WORKING.fullmatch(m) for m in fallback), fallback  # the same text on both surfaces
+    encoding = [ENCODING.fullmatch(m) for m in working if ENCODING.fullmatch(m)]
+    assert encoding, f"no message with speed and ETA among {working}"
+    for m in encoding:
+        pct, done, total = int(m[1]), int(m[2]), int(m[3])
+        assert total == FRAMES and 0 <= done < total and pct == 100 * done // total
+        assert float(m[4]) > 0 and float(m[5]) > 0
+    frames = [int(m) for m in re.findall(r"frame (\d+)/", " ".join(working))]
+    assert frames == sorted(frames), "frames in the status messages went backwards"
+
+    listener.join(RENDER_DEADLINE_S)
+    assert not listener.is_alive() and "result" in notes[-1], notes[-3:]
+    shown = [(n["params"]["status"], n["params"].get("statusMessage")) for n in notes
+             if n.get("method") == "notifications/tasks"]
+    assert shown[-1][0] == "completed"
+    assert all(a != b for a, b in zip(shown, shown[1:])), "a notification repeated what the last one said"
+    live = {m for s, m in shown if s == "working" and ENCODING.fullmatch(m or "")}
+    assert len(live) >= 2, f"listeners got no live progress: {shown}"

@@ -17,7 +17,7 @@ from av.video.reformatter import VideoReformatter
 from .images import read_rgba
 from .spec import WatermarkSpec, even
 
-INTERPOLATION = "BILINEAR"  # swscale filter for the frame scaler
+INTERPOLATION = "BICUBIC"  # swscale filter for the frame scaler: the ffmpeg CLI's default
 # Watermark geometry, as fractions of the output frame: the image is scaled (up or down, aspect kept) to
 # this height unless that would make it wider than the width cap; it sits this far from the frame edges.
 WATERMARK_HEIGHT = 0.12

@@ -45,7 +45,9 @@ def media(tmp_path_factory):
     root = tmp_path_factory.mktemp("media")
     return {
         "clip": make_clip(str(root / "clip.mp4"), seconds=3.0, width=320, height=180, audio=True),
-        "long": make_clip(str(root / "long.mp4"), seconds=20.0, width=640, height=360, audio=True),
+        # Two minutes of tiny frames: cheap to make, ~3 600 frames of 720p to encode, so a render of it is
+        # still encoding long after the cancel tests catch it mid-way (no race with completion).
+        "long": make_clip(str(root / "long.mp4"), seconds=120.0, width=160, height=90, audio=True),
         "logo": make_watermark_png(str(root / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255)),
         "text": str(_write(root / "notes.txt", b"not an image")),
     }
@@ -184,8 +186,8 @@ def test_task_path_without_elicitation_approves_with_tool(server, assets):
     replay = wire.tool("vidforge_approve_watermark", {"render_id": task_id, "approved": True})
     assert replay["isError"] is False
     conflict = wire.tool("vidforge_approve_watermark", {"render_id": task_id, "approved": False})
-    if conflict["isError"]:
-        assert conflict["structuredContent"]["code"] in ("approval_already_recorded", "approval_not_pending")
+    assert conflict["isError"] is True  # a decision cannot be changed, whatever the render is doing now
+    assert conflict["structuredContent"]["code"] == "approval_already_recorded"
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
     assert done["status"] == "completed" and done["result"]["structuredContent"]["video_uri"].endswith(".webm")
 
@@ -220,7 +222,8 @@ def test_fallback_without_tasks_to_completion(server, assets, media, tmp_path):
 def test_cancel_during_rendering_and_during_approval(server, assets):
     wire = client(server)
     running = wire.tool("vidforge_render_video", render_args(assets, source="long", watermark=False))["taskId"]
-    poll_task(wire, running, lambda t: t["status"] == "working" and "Rendering" in t["statusMessage"], timeout=120)
+    mid_way = poll_task(wire, running, lambda t: t["status"] == "working" and "(frame " in t["statusMessage"], timeout=120)
+    assert "(frame 3600/3600)" not in mid_way["statusMessage"]  # caught while encoding, not at the end
     assert wire.task("tasks/cancel", running)["result"]["resultType"] == "complete"
     assert poll_task(wire, running, lambda t: t["status"] in TERMINAL)["status"] == "cancelled"
     assert not os.path.exists(server.data_dir / "artifacts" / running)

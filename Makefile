@@ -11,7 +11,7 @@ HOSTS_DIR := tests/clients/inspector
 HOSTS_STAMP := $(HOSTS_DIR)/node_modules/.installed
 PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
 
-.PHONY: serve test clients bench clean
+.PHONY: serve test clients bench chaos fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ test: $(STAMP) clients
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
+	$(BIN)/python benchmarks/fuzz.py
+	$(BIN)/python benchmarks/chaos.py
+
+fuzz: $(STAMP)
+	$(BIN)/python benchmarks/fuzz.py
+
+chaos: $(STAMP)
+	$(BIN)/python benchmarks/chaos.py
 
 clean:
 	rm -rf $(VENV) $(CLIENTS) $(NODE_DIR)/node_modules .vidforge .pytest_cache

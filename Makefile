@@ -41,10 +41,11 @@ serve: $(STAMP)
 test: $(STAMP) clients
 	$(BIN)/python -m pytest
 
+# Render speed against ffmpeg, then the reliability runs (ingress isolation, chaos, 10 000-request fuzz) as the
+# README's table; `benchmarks/reliability.py --write-readme` rewrites that table from a fresh run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
-	$(BIN)/python benchmarks/fuzz.py
-	$(BIN)/python benchmarks/chaos.py
+	$(BIN)/python benchmarks/reliability.py
 
 fuzz: $(STAMP)
 	$(BIN)/python benchmarks/fuzz.py
@@ -53,4 +54,4 @@ chaos: $(STAMP)
 	$(BIN)/python benchmarks/chaos.py
 
 clean:
-	rm -rf $(VENV) $(CLIENTS) $(NODE_DIR)/node_modules .vidforge .pytest_cache
+	rm -rf $(VENV) $(CLIENTS) $(NODE_DIR)/node_modules $(HOSTS_DIR)/node_modules .vidforge .pytest_cache

@@ -1,10 +1,35 @@
-"""The one place Ray meets the registry: get (or create) the cluster's TaskRegistry actor."""
+"""The one place Ray meets the registry: get (or create) the cluster's TaskRegistry actor, and the registry's
+way to the render supervisor."""
+
+import logging
 
 import ray
 
 from actors.task_registry import TaskRegistry
 
+log = logging.getLogger(__name__)
+
 REGISTRY_NAME = "vidforge-task-registry"
+SUPERVISOR_NAME = "vidforge-render-supervisor"
+
+
+class NamedSupervisor:
+    """The registry's ``Driver`` in a cluster: asks the render supervisor actor, found by name, to start a
+    task. Fire-and-forget: the supervisor's start is idempotent, and the registry's sweep asks again when no
+    lease renewal follows (the supervisor restarting, or not created yet while the server starts)."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self._handle = None  # looked up on first use, in the registry's process; a handle outlives restarts
+
+    def drive(self, task_id: str) -> None:
+        if self._handle is None:
+            try:
+                self._handle = ray.get_actor(SUPERVISOR_NAME, namespace=self.namespace)
+            except ValueError:
+                log.warning("no render supervisor yet to drive %s; the next sweep asks again", task_id)
+                return
+        self._handle.start.remote(task_id)
 
 
 def singleton_actor_options(name: str, namespace: str) -> dict:
@@ -26,9 +51,10 @@ def singleton_actor_options(name: str, namespace: str) -> dict:
 
 
 def get_or_create_registry(data_dir: str, config: dict, namespace: str = "vidforge") -> ray.actor.ActorHandle:
-    """One registry per cluster, recovering from the store under ``data_dir`` whenever it is restarted."""
+    """One registry per cluster, recovering from the store under ``data_dir`` whenever it is restarted; its
+    sweep re-drives unleased tasks through the namespace's render supervisor."""
     handle = ray.remote(TaskRegistry).options(**singleton_actor_options(REGISTRY_NAME, namespace)).remote(
-        data_dir, config
+        data_dir, config, driver=NamedSupervisor(namespace)
     )
     # Housekeeping otherwise starts with the first call; start it now (idempotent, fire-and-forget).
     handle.start.remote()

@@ -69,11 +69,13 @@ class TaskStore:
                     (record["principal"], record["idempotency_key"], record["task_id"], record["created_at_ms"]),
                 )
 
-    def delete_task(self, task_id: str) -> None:
-        """Remove a task and any idempotency key that still points at it."""
+    def delete_tasks(self, task_ids: list[str]) -> None:
+        """Remove tasks and any idempotency key that still points at them, in one commit (one fsync for a
+        whole sweep batch, not one per task)."""
+        rows = [(task_id,) for task_id in task_ids]
         with self._conn:
-            self._conn.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
-            self._conn.execute("DELETE FROM idempotency WHERE task_id = ?", (task_id,))
+            self._conn.executemany("DELETE FROM tasks WHERE task_id = ?", rows)
+            self._conn.executemany("DELETE FROM idempotency WHERE task_id = ?", rows)
 
     def find_idempotent(self, principal: str, key: str, claimed_after_ms: int) -> str | None:
         """The task id ``(principal, key)`` was claimed for after ``claimed_after_ms``, if any."""

@@ -16,14 +16,17 @@ import asyncio
 import base64
 import contextlib
 import copy
+import json
 import logging
 import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
-from actors.errors import InvalidTransition, QuotaExceeded, TaskNotFound
+from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.store import TaskStore
+from serve_app.storage_hygiene import assets_named, expired_assets, hide_assets, settle_hidden
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +55,15 @@ DEFAULTS = {
     "max_concurrent_renders": 4,
     "idempotency_ttl_s": 86_400,
     "sweep_interval_s": 5.0,
+    "driver_lease_s": 15.0,
+    "sweep_batch": 500,
+    "asset_retention_s": 604_800,
 }
 APPROVAL_POLL_FACTOR = 3  # contract §3.3: pollIntervalMs lengthens 10 000 -> 30 000 while awaiting approval
 INPUT_KEY_PREFIX = "watermark-approval-"
 MIN_RETRY_AFTER_MS = 1000
 QUEUED_MESSAGE = "Render queued; encoding starts shortly."
+CANCELLED_MESSAGE = "Render cancelled."
 
 # What a transition may set; identity and bookkeeping (task_id, principal, version, ...) are the registry's.
 _MUTABLE = frozenset({
@@ -76,6 +83,35 @@ MAX_UNSAVED_BUMPS = 120  # about a minute of reports at the driver's 2 a second
 _NO_PENDING_INPUT = {"input_key": None, "input_request": None, "approval_deadline_ms": None, "timeout_result": None}
 
 
+class IdempotencyConflict(RegistryError):
+    """The principal's idempotency key already names ``task_id``, created with other arguments: a replay must
+    be the same request, so the caller gets an error naming the original task rather than that task."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(task_id)  # in ``args``, so it survives Ray's pickling (see actors.errors)
+        self.task_id = task_id
+
+    def __str__(self) -> str:
+        return f"the idempotency key already names {self.task_id!r}, created with other arguments"
+
+
+class Driver(Protocol):
+    """What the sweep pokes to (re)drive a task that has no live driver (in a cluster: the render supervisor).
+
+    ``drive`` must not block: it only asks. An asked driver renews the task's lease while it works on it
+    (``renew_leases``); if it never does, the sweep asks again one lease later."""
+
+    def drive(self, task_id: str) -> None: ...
+
+
+def request_form(arguments: dict) -> str:
+    """How "the same request" is compared for an idempotency key: the canonical JSON (sorted keys, no spaces)
+    of the validated arguments, defaults applied, without the key itself. Computed from the arguments every
+    task record already stores, so databases written before the comparison existed need no migration."""
+    rest = {name: value for name, value in arguments.items() if name != "idempotency_key"}
+    return json.dumps(rest, sort_keys=True, separators=(",", ":"))
+
+
 def new_task_id() -> str:
     """Task ids are opaque and unguessable: 26 base32 characters carry 130 random bits (architecture: >= 128)."""
     return "task_" + base64.b32encode(secrets.token_bytes(17)).decode().lower()[:26]
@@ -84,10 +120,19 @@ def new_task_id() -> str:
 class TaskRegistry:
     """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
 
-    def __init__(self, data_dir: str, config: dict, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, data_dir: str, config: dict, clock: Callable[[], float] = time.time, driver: Driver | None = None
+    ) -> None:
         # Only the registry's own keys: the service may hand over its whole configuration.
         self._config = {key: config.get(key, default) for key, default in DEFAULTS.items()}
         self._clock = clock
+        self._driver = driver
+        # Driver leases (task id -> expiry ms) are liveness, not state: kept in memory only. A task without
+        # one counts as leased from the later of its creation and this instance's start, so neither a task
+        # whose start is on its way nor a driver that has not beaten since a registry restart is poked.
+        self._leases: dict[str, int] = {}
+        self._started_ms = self._now_ms()
+        self._data_dir = data_dir  # assets live under it too: the sweep applies their retention
         self._store = TaskStore(data_dir)
         self._tasks: dict[str, dict] = {rec["task_id"]: rec for rec in self._store.load_tasks()}
         self._unsaved: dict[str, int] = {}  # task id -> version bumps not yet in the store
@@ -117,11 +162,15 @@ class TaskRegistry:
             self._sweeper = loop.create_task(self._sweep_forever())
 
     async def _sweep_forever(self) -> None:
+        backlog = False
         while True:
-            await asyncio.sleep(self._config["sweep_interval_s"])
+            # A pass that filled its batch left more to delete: go on at once, but only after the calls that
+            # queued meanwhile have been answered (sleep(0) lets them run first).
+            await asyncio.sleep(0 if backlog else self._config["sweep_interval_s"])
             try:
-                await self.sweep()
+                backlog = (await self.sweep())["backlog"]
             except Exception:  # a failed pass must not end housekeeping for the actor's lifetime
+                backlog = False
                 log.exception("task registry sweep failed; retrying next interval")
 
     # -- reads -------------------------------------------------------------------------------------------
@@ -150,6 +199,11 @@ class TaskRegistry:
         """Tasks a restarted render supervisor must resume (or cancel, if cancel was requested)."""
         self._bind_loop()
         return [copy.deepcopy(rec) for rec in self._tasks.values() if rec["status"] not in TERMINAL]
+
+    async def task_ids(self) -> list[str]:
+        """Every task held, for the start-up cleanup: files of any other render id are crash leftovers."""
+        self._bind_loop()
+        return list(self._tasks)
 
     async def count_active(self, principal: str) -> int:
         self._bind_loop()
@@ -186,17 +240,13 @@ class TaskRegistry:
     ) -> dict:
         """Create a durable task: ``{"task": record, "created": bool}``.
 
-        Idempotency: the same principal's key within ``idempotency_ttl_s`` returns the task it created
-        (``created`` False) — checked before the quota, so a replay never fails on it. Keys are scoped
-        per principal. Quota: at ``max_concurrent_renders`` non-terminal tasks, raise ``QuotaExceeded``.
+        Idempotency: see ``replay`` (``created`` False) — checked before the quota, so a replay never fails on
+        it. Quota: at ``max_concurrent_renders`` non-terminal tasks, raise ``QuotaExceeded``.
         """
         self._bind_loop()
         now = self._now_ms()
-        if idempotency_key is not None:
-            claimed_after = now - self._config["idempotency_ttl_s"] * 1000
-            existing = self._store.find_idempotent(principal, idempotency_key, claimed_after)
-            if existing is not None:
-                return {"task": copy.deepcopy(self._tasks[existing]), "created": False}
+        if idempotency_key is not None and (existing := self._replayed(principal, arguments, idempotency_key)):
+            return {"task": copy.deepcopy(existing), "created": False}
         active = self._active(principal)
         limit = self._config["max_concurrent_renders"]
         if len(active) >= limit:
@@ -231,6 +281,24 @@ class TaskRegistry:
             "attempt": 0,
         }
         return {"task": await self._commit(rec, claim_idempotency_key=idempotency_key is not None), "created": True}
+
+    async def replay(self, principal: str, arguments: dict, idempotency_key: str) -> dict | None:
+        """The task the principal's ``idempotency_key`` created within ``idempotency_ttl_s``, if any, so a
+        replay can be answered before anything else is checked. Keys are scoped per principal. Raises
+        ``IdempotencyConflict`` when that task was created with other arguments (``request_form``)."""
+        self._bind_loop()
+        existing = self._replayed(principal, arguments, idempotency_key)
+        return copy.deepcopy(existing) if existing else None
+
+    def _replayed(self, principal: str, arguments: dict, idempotency_key: str) -> dict | None:
+        claimed_after = self._now_ms() - self._config["idempotency_ttl_s"] * 1000
+        task_id = self._store.find_idempotent(principal, idempotency_key, claimed_after)
+        if task_id is None:
+            return None
+        existing = self._tasks[task_id]
+        if request_form(existing["arguments"]) != request_form(arguments):
+            raise IdempotencyConflict(task_id)
+        return existing
 
     def _retry_after_ms(self, active: list[dict], now_ms: int) -> int:
         """Quota retry hint: when the soonest-finishing render should free its slot, projected from its
@@ -364,13 +432,6 @@ class TaskRegistry:
             fields["status_message"] = message
         return await self._update(task_id, INPUT_REQUIRED, **fields)
 
-    async def record_artifact(self, task_id: str, artifact: dict) -> dict | None:
-        """Attach the finished file's metadata; call before ``finish(completed)``.
-
-        A terminal task takes no artifact (None): the caller lost a race with cancel and deletes its file.
-        """
-        return await self._update(task_id, artifact=artifact)
-
     async def finish(
         self,
         task_id: str,
@@ -378,22 +439,38 @@ class TaskRegistry:
         result: dict | None = None,
         error: dict | None = None,
         message: str | None = None,
+        artifact: dict | None = None,
     ) -> dict | None:
-        """Enter a terminal status (see ``transition`` for the payload rule).
+        """Enter a terminal status (see ``transition`` for the payload rule); ``artifact``, the finished
+        file's metadata, is attached in the same commit, so no cancel can land between the two.
 
-        Returns None when the task is already terminal — the caller lost the race (a rejection, an approval
-        timeout or another driver finished it first) and must discard its outcome; terminal never changes.
+        Returns None when the caller's outcome is discarded: the task is already terminal (a rejection, an
+        approval timeout or another driver finished it first), or a cancel was requested — then the task
+        ends cancelled here instead, whatever the driver got to. Either way the caller deletes its files.
         """
         if status not in TERMINAL:
             raise ValueError(f"finish needs a terminal status, not {status!r}")
+        if status != CANCELLED and self._require(task_id)["cancel_requested"]:
+            await self._update(task_id, CANCELLED, status_message=CANCELLED_MESSAGE)
+            return None
         fields = {"result": result, "error": error}
         if message is not None:
             fields["status_message"] = message
+        if artifact is not None:
+            fields["artifact"] = artifact
         return await self._update(task_id, status, **fields)
 
     async def bump_attempt(self, task_id: str) -> dict | None:
         """Count one more (re)start of the render (``attempt`` starts at 0); None if already terminal."""
         return await self._update(task_id, attempt=self._require(task_id)["attempt"] + 1)
+
+    async def renew_leases(self, task_ids: list[str]) -> None:
+        """A driver's heartbeat: it is working on these tasks; none of them is re-driven for ``driver_lease_s``."""
+        self._bind_loop()
+        expires = self._now_ms() + int(self._config["driver_lease_s"] * 1000)
+        for task_id in task_ids:
+            if task_id in self._tasks:
+                self._leases[task_id] = expires
 
     # -- principal actions -------------------------------------------------------------------------------
 
@@ -472,10 +549,22 @@ class TaskRegistry:
            a deletion: the protocol layer answers ``task_expired`` on tasks/* after it, while the fallback
            status tool keeps working until retention.
         3. Idempotency keys older than ``idempotency_ttl_s`` are dropped.
+        4. A non-terminal task whose driver lease has run out is handed to the driver again: whatever left it
+           without one (its start never ran, the supervisor or the whole server died), it runs, or applies a
+           requested cancel, and ends. The poke itself holds the lease for one term, so an unanswered poke is
+           repeated once a lease later, never every pass.
+        5. Assets past ``asset_retention_s`` that no non-terminal task names are deleted (``_expire_assets``).
+
+        Deletions come in batches of at most ``sweep_batch`` tasks and as many assets, their file work in
+        threads, so the registry keeps answering while thousands go; ``backlog`` says a batch was full.
         """
         self._bind_loop()
         now = self._now_ms()
-        timed_out = deleted = 0
+        lease_ms = int(self._config["driver_lease_s"] * 1000)
+        timed_out = 0
+        batch = self._config["sweep_batch"]
+        expired: list[dict] = []
+        redriven: list[str] = []
         for task_id in list(self._tasks):
             # Re-read after every await: another call may have answered or finished the task meanwhile.
             rec = self._tasks.get(task_id)
@@ -487,11 +576,26 @@ class TaskRegistry:
                     status_message="Watermark approval timed out; the render was not finalized.",
                 )
                 timed_out += 1
-            elif rec and rec["status"] in TERMINAL and self._retained_until(rec) <= now:
-                self._delete(rec)
-                deleted += 1
+            elif rec and rec["status"] in TERMINAL:
+                self._leases.pop(task_id, None)
+                if len(expired) < batch and self._retained_until(rec) <= now:
+                    expired.append(rec)
+            elif rec and self._leases.get(task_id, max(rec["created_at_ms"], self._started_ms) + lease_ms) <= now:
+                self._leases[task_id] = now + lease_ms
+                redriven.append(task_id)
+                if self._driver is not None:
+                    self._driver.drive(task_id)
+        await self._delete(expired)
+        assets_deleted = await self._expire_assets(now, batch)
         dropped = self._store.drop_idempotency(now - self._config["idempotency_ttl_s"] * 1000)
-        return {"approvals_timed_out": timed_out, "tasks_deleted": deleted, "idempotency_keys_dropped": dropped}
+        return {
+            "approvals_timed_out": timed_out,
+            "tasks_deleted": len(expired),
+            "assets_deleted": assets_deleted,
+            "idempotency_keys_dropped": dropped,
+            "redriven": redriven,
+            "backlog": batch in (len(expired), assets_deleted),
+        }
 
     def _retained_until(self, rec: dict) -> int:
         """Results are kept ``result_retention_s`` from creation, and never before their artifact expires
@@ -501,20 +605,42 @@ class TaskRegistry:
             expires = max(expires, rec["artifact"]["expires_at_ms"])
         return expires
 
-    def _delete(self, rec: dict) -> None:
-        # File first: a crash in between leaves a record whose file is gone, which the next sweep finishes,
-        # rather than an orphaned file nothing points at.
-        if rec["artifact"] is not None:
-            # `files` lists everything the render published (video, preview); older records name only `path`.
-            files = [Path(f) for f in rec["artifact"].get("files", [rec["artifact"]["path"]])]
-            for file in files:
-                file.unlink(missing_ok=True)
-            for folder in {f.parent for f in files}:
-                with contextlib.suppress(OSError):  # only when nothing else lives there
-                    folder.rmdir()
-        self._store.delete_task(rec["task_id"])
-        del self._tasks[rec["task_id"]]
-        self._unsaved.pop(rec["task_id"], None)
+    async def _delete(self, recs: list[dict]) -> None:
+        """Delete terminal tasks with their artifact files: the files in a thread, the records in one commit.
+
+        Files first: a crash in between leaves records whose files are gone, which the next sweep finishes,
+        rather than orphaned files nothing points at."""
+        await asyncio.to_thread(_remove_artifact_files, [rec["artifact"] for rec in recs if rec["artifact"]])
+        self._store.delete_tasks([rec["task_id"] for rec in recs])
+        for rec in recs:
+            self._tasks.pop(rec["task_id"], None)
+            self._unsaved.pop(rec["task_id"], None)
+
+    async def _expire_assets(self, now_ms: int, batch: int) -> int:
+        """Delete up to ``batch`` assets uploaded more than ``asset_retention_s`` ago that no non-terminal task
+        names; returns how many went.
+
+        The in-use check runs here, the file work in threads, so a render may be created in between: the
+        assets are first hidden (renamed; a new render's resolve then fails like an unknown id), then checked
+        again, and those a render took meanwhile are put back. A create whose assets resolved before they were
+        hidden but that commits only after this check ends as ``source_not_found`` when its render starts."""
+        uploaded_before_s = now_ms / 1000 - self._config["asset_retention_s"]
+        candidates = await asyncio.to_thread(
+            expired_assets, self._data_dir, uploaded_before_s, self._assets_in_use(), batch
+        )
+        hidden = await asyncio.to_thread(hide_assets, self._data_dir, candidates)
+        in_use = self._assets_in_use()
+        gone = [asset_id for asset_id in hidden if asset_id not in in_use]
+        await asyncio.to_thread(settle_hidden, self._data_dir, [a for a in hidden if a in in_use], gone)
+        return len(gone)
+
+    def _assets_in_use(self) -> set[str]:
+        return {
+            asset_id
+            for rec in self._tasks.values()
+            if rec["status"] not in TERMINAL
+            for asset_id in assets_named(rec["arguments"])
+        }
 
     # -- helpers -----------------------------------------------------------------------------------------
 
@@ -533,3 +659,15 @@ class TaskRegistry:
 
     def _active(self, principal: str) -> list[dict]:
         return [rec for rec in self._tasks.values() if rec["principal"] == principal and rec["status"] not in TERMINAL]
+
+
+def _remove_artifact_files(artifacts: list[dict]) -> None:
+    """Unlink every file the renders published, then their folders where nothing else lives there."""
+    for artifact in artifacts:
+        # `files` lists everything the render published (video, preview); older records name only `path`.
+        files = [Path(f) for f in artifact.get("files", [artifact["path"]])]
+        for file in files:
+            file.unlink(missing_ok=True)
+        for folder in {f.parent for f in files}:
+            with contextlib.suppress(OSError):  # only when nothing else lives there
+                folder.rmdir()

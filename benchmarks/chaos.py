@@ -247,23 +247,62 @@ def quotas_are_free(server: ServerProcess, assets: dict, limit: int) -> list[str
     return problems
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--short", action="store_true", help="CI mode: 6 renders, one round of kills")
-    parser.add_argument("--renders", type=int, help="renders to submit (default 18, short 6)")
-    parser.add_argument("--seed", type=int, default=20261203)
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
-    count = args.renders or (6 if args.short else 18)
-    rounds = 1 if args.short else 3
+@dataclass
+class ChaosReport:
+    """What a chaos run did and found; `rows` is the printed table, `failures` every broken invariant."""
+
+    renders: list[Render]
+    kills: Counter[str]
+    refused: int
+    orphans: list[str]
+    quota_problems: list[str]
+    wall_s: float
+
+    @property
+    def lost(self) -> list[Render]:
+        return [r for r in self.renders if r.status not in TERMINAL]
+
+    @property
+    def failures(self) -> list[str]:
+        inexact = [f"{r.task_id} ({r.output_format}): {p}" for r in self.renders for p in r.problems]
+        return inexact + self.orphans + self.quota_problems + [f"lost: {r.task_id} {r.status}" for r in self.lost]
+
+    def rows(self) -> list[tuple[str, str]]:
+        outcomes = Counter(r.status for r in self.renders)
+        return [
+            ("renders", str(len(self.renders))),
+            *[(f"kills: {kind}", str(self.kills[kind])) for kind in KILL_KINDS],
+            ("outcome: completed, video", str(sum(r.status == "completed" and not r.is_error for r in self.renders))),
+            ("outcome: completed, error", str(sum(r.status == "completed" and r.is_error for r in self.renders))),
+            ("outcome: cancelled", str(outcomes["cancelled"])),
+            ("outcome: failed", str(outcomes["failed"])),
+            ("polls refused during kills", str(self.refused)),
+            ("watermarks approved", str(sum(r.approvals > 0 for r in self.renders))),
+            ("cancels sent", str(sum(r.cancel_sent for r in self.renders))),
+            ("lost tasks", f"{len(self.lost)} (target 0)"),
+            ("outputs not exact", f"{sum(bool(r.problems) for r in self.renders)} (target 0; frame count, "
+                                  f"PSNR-Y >= {MIN_PSNR_DB:.0f} dB)"),
+            ("orphaned files", f"{len(self.orphans)} (target 0)"),
+            ("quotas not back to zero", f"{len(self.quota_problems)} (target 0)"),
+            ("wall time", f"{self.wall_s:.0f} s"),
+        ]
+
+
+KILL_KINDS = ("segment-worker", "supervisor", "registry", "whole-server")
+
+
+def run_chaos(short: bool, count: int | None = None, seed: int = 20261203) -> ChaosReport:
+    rng = random.Random(seed)
+    count = count or (6 if short else 18)
+    rounds = 1 if short else 3
     plan = ["segment-worker", "supervisor", "segment-worker", "registry"] * rounds
     plan.insert(len(plan) // 2 + 1, "whole-server")
-    quota = count  # every render may run at once: the quota check below fills it again
+    quota = count  # every render may run at once: the quota check afterwards fills it again
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vidforge-chaos-") as tmp:
         work = Path(tmp)
-        seconds = (3.0, 5.0) if args.short else (8.0, 12.0, 16.0)
-        width, height = (320, 180) if args.short else (640, 360)
+        seconds = (3.0, 5.0) if short else (8.0, 12.0, 16.0)
+        width, height = (320, 180) if short else (640, 360)
         clips = {f"clip{i}": make_clip(str(work / f"clip{i}.mp4"), seconds=s, width=width, height=height)
                  for i, s in enumerate(seconds)}
         clips["short"] = make_clip(str(work / "short.mp4"), seconds=1.0, width=160, height=90)
@@ -274,18 +313,20 @@ def main() -> int:
             assets = {(token, name): upload(server, path, token) for token in PRINCIPALS
                       for name, path in {**clips, "logo": logo}.items()}
             wires = {token: Wire(server.url, token=token, tasks=True, elicitation=True) for token in PRINCIPALS}
+            sources = sorted(c for c in clips if c != "short")
             renders = [
-                Render(principal_token=rng.choice(list(PRINCIPALS)), clip=rng.choice(sorted(c for c in clips if c != "short")),
+                Render(principal_token=rng.choice(list(PRINCIPALS)), clip=rng.choice(sources),
                        output_format=FORMATS[i % 3], watermark=i % 2 == 0, cancel=i % 5 == 4)
                 for i in range(count)
             ]
             for render in renders:
-                render.task_id = wires[render.principal_token].tool("vidforge_render_video", render.arguments(assets))["taskId"]
-            chaos = Chaos(server, plan, interval_s=4.0 if args.short else 6.0, rng=rng)
+                created = wires[render.principal_token].tool("vidforge_render_video", render.arguments(assets))
+                render.task_id = created["taskId"]
+            chaos = Chaos(server, plan, interval_s=4.0 if short else 6.0, rng=rng)
             killer = threading.Thread(target=chaos.run, daemon=True)
             killer.start()
             refused: Counter[str] = Counter()
-            drive(renders, wires, chaos, deadline_s=900 if args.short else 1800, refused=refused)
+            drive(renders, wires, chaos, deadline_s=900 if short else 1800, refused=refused)
             chaos.done.set()
             killer.join(timeout=240)
             for render in renders:
@@ -295,27 +336,22 @@ def main() -> int:
             quota_problems = quotas_are_free(server, assets, quota)
         finally:
             server.stop()
-    lost = [r for r in renders if r.status not in TERMINAL]
-    outcomes = Counter(r.status for r in renders)
-    problems = [f"{r.task_id} ({r.output_format}): {p}" for r in renders for p in r.problems]
-    print(f"{'renders':<28}{count}")
-    for kind in ("segment-worker", "supervisor", "registry", "whole-server"):
-        print(f"{'kills: ' + kind:<28}{chaos.kills[kind]}")
-    print(f"{'outcome: completed, video':<28}{sum(r.status == 'completed' and not r.is_error for r in renders)}")
-    print(f"{'outcome: completed, error':<28}{sum(r.status == 'completed' and r.is_error for r in renders)}")
-    for status in ("cancelled", "failed"):
-        print(f"{'outcome: ' + status:<28}{outcomes[status]}")
-    print(f"{'polls refused during kills':<28}{sum(refused.values())}")
-    print(f"{'watermarks approved':<28}{sum(r.approvals > 0 for r in renders)}")
-    print(f"{'cancels sent':<28}{sum(r.cancel_sent for r in renders)}")
-    print(f"{'lost tasks':<28}{len(lost)}  (target 0)")
-    print(f"{'outputs not exact':<28}{len(problems)}  (target 0; frame count and PSNR-Y >= {MIN_PSNR_DB:.0f} dB)")
-    print(f"{'orphaned files':<28}{len(left_over)}  (target 0)")
-    print(f"{'quotas not back to zero':<28}{len(quota_problems)}  (target 0)")
-    print(f"{'wall time':<28}{time.monotonic() - started:.0f} s")
-    for line in problems + left_over + quota_problems + [f"lost: {r.task_id} {r.status}" for r in lost]:
+    return ChaosReport(renders, chaos.kills, sum(refused.values()), left_over, quota_problems,
+                       time.monotonic() - started)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", action="store_true", help="CI mode: 6 renders, one round of kills")
+    parser.add_argument("--renders", type=int, help="renders to submit (default 18, short 6)")
+    parser.add_argument("--seed", type=int, default=20261203)
+    args = parser.parse_args()
+    report = run_chaos(args.short, args.renders, args.seed)
+    for name, value in report.rows():
+        print(f"{name:<28}{value}")
+    for line in report.failures:
         print("  " + line)
-    return 1 if lost or problems or left_over or quota_problems else 0
+    return 1 if report.failures else 0
 
 
 if __name__ == "__main__":

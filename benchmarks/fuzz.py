@@ -14,6 +14,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -24,18 +25,23 @@ from tests.harness import ServerProcess  # noqa: E402
 TOKEN = "tok-fuzz"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=10_000)
-    args = parser.parse_args()
+def run(requests: int) -> tuple[Counter[str], float]:
+    """Answers by route and status class, and the seconds the requests took."""
     with tempfile.TemporaryDirectory(prefix="vidforge-fuzz-") as tmp:
         server = ServerProcess(Path(tmp) / "data", tokens={TOKEN: "fuzzer"}).start()
         try:
             started = time.monotonic()
-            seen = run_fuzz(server.base, TOKEN, args.requests)
-            elapsed = time.monotonic() - started
+            seen = run_fuzz(server.base, TOKEN, requests)
+            return seen, time.monotonic() - started
         finally:
             server.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000)
+    args = parser.parse_args()
+    seen, elapsed = run(args.requests)
     total = sum(seen.values())
     print(f"{'route / status':<24}{'answers':>10}")
     for key in sorted(seen):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -56,6 +57,8 @@ from mcp_protocol.views import Caller
 DISCOVERY_TTL_MS = 3_600_000
 RESOURCE_TTL_MS = 60_000
 LISTEN_WAIT_S = 10.0
+# `watch` with no known versions returns every visible record at once; only unknown ids wait this long.
+LOOKUP_WAIT_S = 0.05
 
 INSTRUCTIONS = (
     "vidforge renders uploaded video assets to mp4/webm/mov. Read vidforge://capabilities (or call "
@@ -134,11 +137,31 @@ def resource_error(error: VidforgeError, uri: str) -> MCPError:
     return mcp_error
 
 
+@dataclass(frozen=True)
+class ListenLimits:
+    """Operator bounds on one `subscriptions/listen` stream (defaults: serve_app's `Config`)."""
+
+    max_task_ids: int  # VIDFORGE_MAX_LISTEN_TASK_IDS
+    idle_s: float  # VIDFORGE_LISTEN_IDLE_S
+
+
+def too_many_task_ids(count: int, limit: int) -> MCPError:
+    error = VidforgeError(
+        code="too_many_task_ids",
+        message="Too many taskIds for one subscriptions/listen stream.",
+        field="notifications.taskIds",
+        reason=f"{count} taskIds; one stream listens to at most {limit} (VIDFORGE_MAX_LISTEN_TASK_IDS).",
+        repair=repair("split_subscription", None, {}, f"Listen to at most {limit} tasks a stream, or poll tasks/get."),
+    )
+    return as_mcp_error(error)
+
+
 class VidforgeServer:
     """Builds the SDK server wired to a `RenderService`."""
 
-    def __init__(self, service: RenderService) -> None:
+    def __init__(self, service: RenderService, listen_limits: ListenLimits) -> None:
         self.service = service
+        self.listen_limits = listen_limits
         self.tools = ToolCalls(service)
         self.tasks = TaskMethods(service)
         self.server: Server[Any] = Server(
@@ -226,25 +249,34 @@ class VidforgeServer:
         """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) whenever the
         status or `statusMessage` of a requested task changes: live progress is a poll-sooner signal too, and
         its rate is bounded where it is produced (the render driver reports at most twice a second). Tools
-        and resources never change at runtime, so those opt-ins are honoured and simply never fire. The
-        stream ends gracefully once every task is terminal.
+        and resources never change at runtime, so those opt-ins are honoured and simply never fire.
+
+        Bounded, since a stream holds an ingress slot (and one of the principal's listen leases, see
+        serve_app/admission.py): at most `max_task_ids` taskIds (-32602 beyond), looked up in one registry
+        call; the stream ends gracefully once every task is terminal, at once when it watches nothing that
+        can fire (only unknown or foreign ids), and after `idle_s` without a notification (clients re-listen;
+        polling stays authoritative).
         """
         caller = caller_of(ctx)
+        limits = self.listen_limits
         subscription_id = ctx.request_id
         meta = {SUBSCRIPTION_ID_META_KEY: subscription_id}
         requested = params.notifications.model_dump(by_alias=True, exclude_none=True)
         task_ids = requested.pop("taskIds", None)
         honored = {k: v for k, v in requested.items() if k in ("toolsListChanged", "resourcesListChanged") and v}
+        list_changes = bool(honored)
         records: dict[str, dict[str, Any]] = {}
         if task_ids is not None:
             if not caller.tasks:
                 raise missing_tasks_capability()
             if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
                 raise MCPError(code=-32602, message="notifications.taskIds must be an array of strings")
-            for task_id in dict.fromkeys(task_ids):
-                rec = await self.service.get_render(caller.principal, task_id)
-                if rec is not None:
-                    records[task_id] = rec
+            if len(task_ids) > limits.max_task_ids:
+                raise too_many_task_ids(len(task_ids), limits.max_task_ids)
+            wanted = list(dict.fromkeys(task_ids))
+            visible = await self.service.watch(caller.principal, wanted, {}, LOOKUP_WAIT_S)
+            found = {rec["task_id"]: rec for rec in visible}
+            records = {task_id: found[task_id] for task_id in wanted if task_id in found}
             honored["taskIds"] = list(records)
 
         async def send(method: str, body: dict[str, Any]) -> None:
@@ -256,8 +288,13 @@ class VidforgeServer:
         await send("notifications/subscriptions/acknowledged", {"notifications": honored})
         last_sent = {task_id: (rec["status"], views.status_message(rec, caller)) for task_id, rec in records.items()}
         versions = {task_id: rec["version"] for task_id, rec in records.items()}
+        idle_deadline = anyio.current_time() + limits.idle_s
         while records and not all(views.is_terminal(r) for r in records.values()):
-            for rec in await self.service.watch(caller.principal, list(records), versions, LISTEN_WAIT_S):
+            remaining = idle_deadline - anyio.current_time()
+            if remaining <= 0:
+                break
+            wait_s = min(LISTEN_WAIT_S, remaining)
+            for rec in await self.service.watch(caller.principal, list(records), versions, wait_s):
                 records[rec["task_id"]] = rec
                 versions[rec["task_id"]] = rec["version"]
                 task = views.detailed_task(rec, caller)
@@ -265,7 +302,8 @@ class VidforgeServer:
                     last_sent[rec["task_id"]] = (task["status"], task["statusMessage"])
                     task.pop("resultType")
                     await send("notifications/tasks", task)
-        if not records and honored:
-            # Only never-firing list-change opt-ins: hold the stream until the client closes it.
-            await anyio.sleep_forever()
+                    idle_deadline = anyio.current_time() + limits.idle_s
+        if not records and list_changes:
+            # Only never-firing list-change opt-ins: hold the stream, but not forever.
+            await anyio.sleep(limits.idle_s)
         return {"resultType": "complete", "_meta": meta}

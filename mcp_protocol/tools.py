@@ -53,6 +53,23 @@ def render_not_found(render_id: str) -> VidforgeError:
     )
 
 
+def idempotency_conflict(render_id: str) -> VidforgeError:
+    """The key already names `render_id`, created with other arguments ([3.idempotency-key]: a key means
+    one request). Not temporary: repeating the call cannot succeed; the repair reads the original render."""
+    return VidforgeError(
+        code="idempotency_conflict",
+        message="This idempotency_key already names a render that was created with different arguments.",
+        field="idempotency_key",
+        reason=f"The key names render {render_id}; a replay must repeat that call's arguments exactly.",
+        repair=repair(
+            "check_render_status",
+            STATUS_TOOL,
+            {"render_id": render_id},
+            "To start a different render, re-call vidforge_render_video with a new idempotency_key (or none).",
+        ),
+    )
+
+
 def unknown_tool(name: str) -> VidforgeError:
     return VidforgeError(
         code="unknown_tool",

@@ -21,6 +21,8 @@ def read_rgba(path: str) -> np.ndarray:
             raise UnsupportedMedia(f"not a still image (found {container.format.name!r} data)")
         try:
             frame = next(container.decode(video=0), None)
+        except MemoryError:  # see probe.open_input
+            raise
         except av.FFmpegError as err:
             raise UnsupportedMedia(f"cannot decode image: {describe(err)}") from err
         if frame is None:

@@ -70,6 +70,7 @@ def mux_segments(segments: list[EncodedSegment], audio: EncodedAudio | None, out
                 container.mux(packet)
         with av.open(tmp_path) as check:  # report what a reader of the file sees
             duration_s = (check.duration or 0) / av.time_base
+        _fsync(tmp_path)  # on disk before it has its name: a power loss cannot leave it empty
         os.replace(tmp_path, out_path)
     except BaseException:
         os.unlink(tmp_path)
@@ -82,6 +83,11 @@ def mux_segments(segments: list[EncodedSegment], audio: EncodedAudio | None, out
         width=first.width,
         height=first.height,
     )
+
+
+def _fsync(path: str) -> None:
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
 
 
 def _encoding(segment: EncodedSegment) -> tuple:

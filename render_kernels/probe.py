@@ -20,6 +20,58 @@ MIN_FRAME_RATE = Fraction(1, MAX_RATE_DENOMINATOR)
 RATE_TOLERANCE = 0.005
 
 
+class OverLimit(UnsupportedMedia):
+    """Media past one of the caller's limits. `limit` names the MediaLimits field (or the caller's own limit),
+    so the caller can name the setting behind it; `reason` states the value and the limit."""
+
+    def __init__(self, limit: str, reason: str) -> None:
+        super().__init__(reason)
+        self.limit = limit
+
+    def __reduce__(self):  # it crosses process boundaries (a parse runs in a worker of its own)
+        return OverLimit, (self.limit, self.reason)
+
+
+@dataclass(frozen=True)
+class MediaLimits:
+    """What one source (or watermark image) may cost to render; None is unbounded.
+
+    Checked from headers and the demux pass, before the decoding they would make expensive: the probe stops
+    reading as soon as a source is known to be past one, so a file of millions of tiny packets costs at most
+    `max_frames` packet reads, not a pass over all of them.
+    """
+
+    max_duration_s: float | None = None
+    max_frame_pixels: int | None = None
+    max_frame_rate: float | None = None
+    max_frames: int | None = None  # output frames; the output keeps the source's frame count
+    max_image_pixels: int | None = None
+
+    def check_frame_size(self, width: int, height: int) -> None:
+        if self.max_frame_pixels is not None and width * height > self.max_frame_pixels:
+            raise OverLimit("max_frame_pixels", f"frames are {width}x{height} = {width * height} pixels, over the "
+                            f"{self.max_frame_pixels}-pixel limit")
+
+    def check_image_size(self, width: int, height: int) -> None:
+        if self.max_image_pixels is not None and width * height > self.max_image_pixels:
+            raise OverLimit("max_image_pixels", f"image is {width}x{height} = {width * height} pixels, over the "
+                            f"{self.max_image_pixels}-pixel limit")
+
+    def check_video(self, width: int, height: int, fps: float, frame_count: int, duration_s: float) -> None:
+        """Every video limit, on a probed source's facts (also stored ones: limits may have been lowered)."""
+        self.check_frame_size(width, height)
+        if self.max_frame_rate is not None and fps > self.max_frame_rate:
+            raise OverLimit("max_frame_rate", f"frame rate {fps:.6g} fps is over the {self.max_frame_rate:g} fps limit")
+        if self.max_frames is not None and frame_count > self.max_frames:
+            raise OverLimit("max_frames", f"{frame_count} frames, over the {self.max_frames}-frame limit")
+        if self.max_duration_s is not None and duration_s > self.max_duration_s:
+            raise OverLimit("max_duration_s",
+                            f"duration {duration_s:.6g} s is over the {self.max_duration_s:g} s limit")
+
+
+NO_LIMITS = MediaLimits()
+
+
 @dataclass(frozen=True)
 class AudioInfo:
     codec: str
@@ -68,6 +120,8 @@ def open_input(path: str) -> av.container.InputContainer:
         raise UnsupportedMedia("file is empty")
     try:
         return av.open(path, metadata_errors="ignore")
+    except MemoryError:  # av.error.MemoryError too: out of memory is the caller's limit, not the media's fault
+        raise
     except av.FFmpegError as err:
         raise UnsupportedMedia(f"cannot open: {describe(err)}") from err
 
@@ -91,19 +145,22 @@ def main_video_stream(container: av.container.InputContainer) -> av.VideoStream:
     raise UnsupportedMedia("no video stream")
 
 
-def probe(path: str) -> SourceInfo:
+def probe(path: str, limits: MediaLimits = NO_LIMITS) -> SourceInfo:
     """Probe a source video with one demux pass (exact frame count, keyframes) plus one decoded frame.
 
-    The work is bounded by the file size: packets are read once, and only the first picture is decoded to
-    prove the stream is decodable. Raises UnsupportedMedia for empty, corrupt, truncated, audio-only or
-    still-image input; a missing file raises FileNotFoundError (the caller's "source not found").
+    The work is bounded by the file size and by `limits`: packets are read once (and no further than a
+    limit), and only the first picture is decoded to prove the stream is decodable. Raises UnsupportedMedia
+    for empty, corrupt, truncated, audio-only or still-image input, OverLimit (a subclass) for a source past
+    `limits`, MemoryError when the process runs out of memory; a missing file raises FileNotFoundError (the
+    caller's "source not found").
     """
     with open_input(path) as container:
         if is_still_image_format(container):
             raise UnsupportedMedia("file is a still image, not a video")
         video = main_video_stream(container)
+        limits.check_frame_size(video.codec_context.width, video.codec_context.height)  # before any decode
         audio = container.streams.audio[0] if container.streams.audio else None
-        scan = _scan(container, video, audio)
+        scan = _scan(container, video, audio, limits)
 
         tb = video.time_base
         first = min(scan.video_pts)
@@ -114,6 +171,7 @@ def probe(path: str) -> SourceInfo:
         ordered = sorted(scan.video_pts)
         keyframe_pts = sorted(set(scan.keyframe_pts))
         ctx = video.codec_context
+        limits.check_video(ctx.width, ctx.height, float(rate), count, float(count / rate))
         return SourceInfo(
             path=path,
             duration_s=float(count / rate),
@@ -136,11 +194,13 @@ class _Scan:
     audio_ticks: int  # summed audio packet durations, in the audio stream's time base
 
 
-def _scan(container, video, audio) -> _Scan:
-    """Read every packet once; decode only until the first picture appears."""
+def _scan(container, video, audio, limits: MediaLimits) -> _Scan:
+    """Read every packet once, stopping at a limit; decode only until the first picture appears."""
     scan = _Scan([], [], 0)
     decoded = False
     streams = [video] if audio is None else [video, audio]
+    max_frames = limits.max_frames
+    max_span = None if limits.max_duration_s is None else limits.max_duration_s / video.time_base
     try:
         for packet in container.demux(streams):
             if packet.size == 0 or packet.is_discard:  # flush markers and edit-list-discarded packets
@@ -154,9 +214,17 @@ def _scan(container, video, audio) -> _Scan:
             scan.video_pts.append(pts)
             if packet.is_keyframe:
                 scan.keyframe_pts.append(pts)
+            if max_frames is not None and len(scan.video_pts) > max_frames:
+                raise OverLimit("max_frames", f"more than {max_frames} frames, over the {max_frames}-frame limit")
+            if max_span is not None and abs(pts - scan.video_pts[0]) > max_span:  # exact check after the scan
+                seen = float(abs(pts - scan.video_pts[0]) * video.time_base)
+                raise OverLimit("max_duration_s",
+                                f"duration is at least {seen:.6g} s, over the {limits.max_duration_s:g} s limit")
             if not decoded:
                 decoded = bool(packet.decode())
         decoded = decoded or bool(video.decode(None))
+    except MemoryError:  # see open_input
+        raise
     except av.FFmpegError as err:
         raise UnsupportedMedia(f"cannot decode: {describe(err)}") from err
     if not scan.video_pts:

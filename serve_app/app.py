@@ -9,53 +9,36 @@ client reads them precisely because it has no token yet (MCP authorization: reso
 from __future__ import annotations
 
 import contextlib
-from urllib.parse import urlsplit
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from mcp_protocol.http import McpEndpoint
-from mcp_protocol.server import VidforgeServer
+from mcp_protocol.server import ListenLimits, VidforgeServer
+from serve_app.admission import Admission, AdmissionGuard
 from serve_app.auth import authentication
-from serve_app.config import LOOPBACK_HOSTS, Config
+from serve_app.config import Config
 from serve_app.http_errors import EXCEPTION_HANDLERS
 from serve_app.http_files import ArtifactDownload, AssetUpload
 from serve_app.oauth import protected_resource_routes
-
-
-def transport_security(config: Config) -> TransportSecuritySettings | None:
-    """DNS-rebinding protection on loopback binds (streamable-http: validate Origin, 403 when invalid).
-
-    A loopback bind behind a reverse proxy also answers to the host of `VIDFORGE_PUBLIC_URL`.
-    """
-    if config.host not in LOOPBACK_HOSTS:
-        return None
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    if config.public_url:
-        public = urlsplit(config.public_url)
-        hosts.append(public.netloc)
-        origins.append(f"{public.scheme}://{public.netloc}")
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+from serve_app.origin import OriginGuard, OriginPolicy
 
 
 async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def build_app(service, config: Config, tokens: dict[str, str] | None) -> Starlette:
-    mcp = VidforgeServer(service)
-    manager = StreamableHTTPSessionManager(
-        app=mcp.server, json_response=True, stateless=True, security_settings=transport_security(config)
-    )
+def build_app(service, config: Config, tokens: dict[str, str] | None, admission: Admission) -> Starlette:
+    mcp = VidforgeServer(service, ListenLimits(config.max_listen_task_ids, config.listen_idle_s))
+    manager = StreamableHTTPSessionManager(app=mcp.server, json_response=True, stateless=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        async with manager.run():
+        async with manager.run(), admission.heartbeats():
             yield
 
     protected = [
@@ -64,9 +47,13 @@ def build_app(service, config: Config, tokens: dict[str, str] | None) -> Starlet
         Route("/artifacts/{render_id}/final.{ext}", ArtifactDownload(service), methods=["GET", "HEAD"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
-    authenticated = Mount("", routes=protected, middleware=[authentication(config, tokens)])
+    # Admission after authentication: its caps are per principal.
+    guards = [authentication(config, tokens), Middleware(AdmissionGuard, admission=admission, config=config)]
+    authenticated = Mount("", routes=protected, middleware=guards)
     return Starlette(
         routes=[*protected_resource_routes(config), authenticated],
+        # Origin/Host first, on every route: the SDK's own check covers only /mcp, and only when asked.
+        middleware=[Middleware(OriginGuard, policy=OriginPolicy.from_config(config))],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -28,11 +28,18 @@ def _serve(args: argparse.Namespace) -> int:
 
     from serve_app.deployment import deploy
     from serve_app.handles import registry_handle
+    from serve_app.storage_hygiene import remove_leftovers
     from serve_app.supervisor import supervisor_handle
 
     ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
     print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
-    ray.get(registry_handle(config).start.remote())
+    registry = registry_handle(config)
+    ray.get(registry.start.remote())
+    # Before any render or upload can be in progress: what crashed writers left goes, every stored asset and
+    # every file of a task the registry holds stays.
+    removed = remove_leftovers(config.data_dir, ray.get(registry.task_ids.remote()))
+    if any(removed.values()):
+        print(f"vidforge: removed crash leftovers: {removed}", flush=True)
     # Resumes renders that were in flight when the server last stopped, before accepting new ones.
     ray.get(supervisor_handle(config).ready.remote())
     # Ours from here on (ray.init installs its own): a stop request must reach the clean shutdown below,
@@ -55,7 +62,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _assets_add(args: argparse.Namespace) -> int:
     from render_kernels import UnsupportedMedia
-    from serve_app.assets import AssetStore, AssetTooLarge
+    from serve_app.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
+    from serve_app.media_limits import refusal_reason
 
     config = Config.from_env(data_dir=args.data_dir)
     store = AssetStore(config)
@@ -64,8 +72,11 @@ def _assets_add(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         print(f"vidforge: no such file: {args.path}", file=sys.stderr)
         return 2
-    except (UnsupportedMedia, AssetTooLarge) as exc:
-        print(f"vidforge: rejected {args.path}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+    except UnsupportedMedia as exc:  # the operator's own file: the full reason, limit settings named
+        print(f"vidforge: rejected {args.path}: {refusal_reason(exc)}", file=sys.stderr)
+        return 2
+    except (AssetTooLarge, AssetQuotaExceeded) as exc:
+        print(f"vidforge: rejected {args.path}: {exc}", file=sys.stderr)
         return 2
     print(f"{asset.kind} {asset.size_bytes} bytes")
     print(asset.uri)

@@ -37,11 +37,34 @@ class Config:
     max_concurrent_renders: int = 4
     max_asset_bytes: int = 2 * 1024**3
     max_image_pixels: int = 16_777_216  # 4096 x 4096: far beyond any watermark
+    asset_retention_s: int = 604_800  # uploads are deleted this long after upload, unless a render still uses them
+    max_asset_bytes_per_principal: int = 20 * 1024**3
+    sweep_batch: int = 500  # most tasks (and assets) one sweep pass deletes: the registry answers in between
+    max_source_duration_s: float = 14_400.0  # 4 h
+    max_frame_pixels: int = 8_847_360  # 4096 x 2160 (DCI 4K, covers UHD)
+    max_frame_rate: float = 240.0  # phone slow motion
+    max_output_frames: int = 864_000  # 4 h at 60 fps
+    parse_timeout_s: float = 120.0  # one isolated parse of uploaded media (serve_app.media_probe)
+    parse_memory_bytes: int = 1024**3  # what one parse may allocate beyond its idle worker process
+    parse_fault_prefix: str = ""  # test seam only (media_probe._test_fault): unset in production
     max_mcp_body_bytes: int = 1024 * 1024
     max_inline_resource_bytes: int = 8 * 1024 * 1024
     sweep_interval_s: float = 5.0
     namespace: str = "vidforge"
     render_workers: int = 0  # 0: every CPU the cluster has
+    # Ingress admission (issue 8): Serve's own bounds, per-principal caps held cluster-wide, Origin/Host checks.
+    replicas: int = 1
+    max_ongoing_requests: int = 256  # per replica
+    max_queued_requests: int = 256  # waiting for a replica; beyond it Serve answers 503 + Retry-After
+    busy_retry_after_s: int = 5  # Retry-After on every 429 / 503 refusal of the ingress
+    max_listen_streams: int = 8  # open subscriptions/listen streams per principal
+    max_uploads: int = 2  # POST /assets in progress per principal
+    max_downloads: int = 4  # GET /artifacts in progress per principal
+    max_listen_task_ids: int = 100  # taskIds in one subscriptions/listen
+    listen_idle_s: float = 300.0  # a listen stream that has sent nothing for this long ends
+    lease_ttl_s: float = 30.0  # a dead replica's slots are freed after this
+    allowed_origins: str = ""  # comma-separated origins beside the server's own
+    allowed_hosts: str = ""  # comma-separated Host names beside the server's own
 
     @classmethod
     def from_env(cls, **overrides) -> "Config":
@@ -59,11 +82,33 @@ class Config:
             max_concurrent_renders=_env_int("VIDFORGE_MAX_CONCURRENT_RENDERS", 4),
             max_asset_bytes=_env_int("VIDFORGE_MAX_ASSET_BYTES", 2 * 1024**3),
             max_image_pixels=_env_int("VIDFORGE_MAX_IMAGE_PIXELS", 16_777_216),
+            asset_retention_s=_env_int("VIDFORGE_ASSET_RETENTION_S", 604_800),
+            max_asset_bytes_per_principal=_env_int("VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL", 20 * 1024**3),
+            sweep_batch=_env_int("VIDFORGE_SWEEP_BATCH", 500),
+            max_source_duration_s=_env_float("VIDFORGE_MAX_SOURCE_DURATION_S", 14_400.0),
+            max_frame_pixels=_env_int("VIDFORGE_MAX_FRAME_PIXELS", 8_847_360),
+            max_frame_rate=_env_float("VIDFORGE_MAX_FRAME_RATE", 240.0),
+            max_output_frames=_env_int("VIDFORGE_MAX_OUTPUT_FRAMES", 864_000),
+            parse_timeout_s=_env_float("VIDFORGE_PARSE_TIMEOUT_S", 120.0),
+            parse_memory_bytes=_env_int("VIDFORGE_PARSE_MEMORY_BYTES", 1024**3),
+            parse_fault_prefix=os.environ.get("VIDFORGE_TEST_PARSE_FAULT_PREFIX", ""),
             max_mcp_body_bytes=_env_int("VIDFORGE_MAX_MCP_BODY_BYTES", 1024 * 1024),
             max_inline_resource_bytes=_env_int("VIDFORGE_MAX_INLINE_RESOURCE_BYTES", 8 * 1024 * 1024),
             sweep_interval_s=_env_float("VIDFORGE_SWEEP_INTERVAL_S", 5.0),
             namespace=os.environ.get("VIDFORGE_NAMESPACE", "vidforge"),
             render_workers=_env_int("VIDFORGE_RENDER_WORKERS", 0),
+            replicas=_env_int("VIDFORGE_REPLICAS", cls.replicas),
+            max_ongoing_requests=_env_int("VIDFORGE_MAX_ONGOING_REQUESTS", cls.max_ongoing_requests),
+            max_queued_requests=_env_int("VIDFORGE_MAX_QUEUED_REQUESTS", cls.max_queued_requests),
+            busy_retry_after_s=_env_int("VIDFORGE_BUSY_RETRY_AFTER_S", cls.busy_retry_after_s),
+            max_listen_streams=_env_int("VIDFORGE_MAX_LISTEN_STREAMS", cls.max_listen_streams),
+            max_uploads=_env_int("VIDFORGE_MAX_UPLOADS", cls.max_uploads),
+            max_downloads=_env_int("VIDFORGE_MAX_DOWNLOADS", cls.max_downloads),
+            max_listen_task_ids=_env_int("VIDFORGE_MAX_LISTEN_TASK_IDS", cls.max_listen_task_ids),
+            listen_idle_s=_env_float("VIDFORGE_LISTEN_IDLE_S", cls.listen_idle_s),
+            lease_ttl_s=_env_float("VIDFORGE_LEASE_TTL_S", cls.lease_ttl_s),
+            allowed_origins=os.environ.get("VIDFORGE_ALLOWED_ORIGINS", ""),
+            allowed_hosts=os.environ.get("VIDFORGE_ALLOWED_HOSTS", ""),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["data_dir"] = str(Path(values["data_dir"]).resolve())
@@ -76,6 +121,8 @@ class Config:
             "poll_interval_ms": self.poll_interval_ms,
             "max_concurrent_renders": self.max_concurrent_renders,
             "sweep_interval_s": self.sweep_interval_s,
+            "sweep_batch": self.sweep_batch,
+            "asset_retention_s": self.asset_retention_s,
         }
 
     def to_json(self) -> str:

@@ -5,6 +5,7 @@ Both sit behind the same bearer auth as `/mcp` and answer errors with the contra
 
 from __future__ import annotations
 
+import logging
 import os
 
 import anyio
@@ -12,13 +13,15 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from mcp_protocol.errors import VidforgeError, repair
+from mcp_protocol.errors import VidforgeError
 from render_kernels import UnsupportedMedia
-from serve_app.assets import AssetTooLarge
+from render_kernels.probe import OverLimit
+from serve_app.assets import AssetQuotaExceeded, AssetTooLarge
+from serve_app.disk_full import is_disk_full, upload_storage_full
+from serve_app.media_limits import media_refusal
+from serve_app.refusals import error_response
 
-
-def error_response(status: int, error: VidforgeError) -> JSONResponse:
-    return JSONResponse({"error": error.envelope()}, status_code=status)
+logger = logging.getLogger(__name__)
 
 
 def _too_large(limit: int) -> VidforgeError:
@@ -27,6 +30,17 @@ def _too_large(limit: int) -> VidforgeError:
         message="The upload is larger than this server accepts.",
         field="body",
         reason=f"Assets are limited to {limit} bytes (VIDFORGE_MAX_ASSET_BYTES).",
+    )
+
+
+def _quota_exceeded(exc: AssetQuotaExceeded, retention_s: int) -> VidforgeError:
+    return VidforgeError(
+        code="asset_quota_exceeded",
+        message="This upload would take this credential's stored assets past its storage quota.",
+        field="body",
+        reason=f"Your assets hold {exc.used} bytes; with this upload they would pass the {exc.limit}-byte limit "
+        f"(VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL). Assets are deleted {retention_s} s after upload "
+        "(VIDFORGE_ASSET_RETENTION_S) unless a render still uses them.",
     )
 
 
@@ -49,17 +63,16 @@ class AssetUpload:
             )
         except AssetTooLarge:
             response = error_response(413, _too_large(store.max_bytes))
-        except UnsupportedMedia as exc:
-            response = error_response(
-                415,
-                VidforgeError(
-                    code="unsupported_codec",
-                    message="The upload is not a video or image vidforge can read.",
-                    field="body",
-                    reason=exc.reason,
-                    repair=repair("upload_asset", None, {}, "Upload an mp4/mov/webm/mkv video or a PNG/JPEG image."),
-                ),
-            )
+        except AssetQuotaExceeded as exc:
+            response = error_response(413, _quota_exceeded(exc, store.retention_s))
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            logger.error("upload refused: storage full", exc_info=exc)
+            error = upload_storage_full()
+            response = error_response(507, error, {"Retry-After": str(error.retry_after_ms // 1000)})
+        except UnsupportedMedia as exc:  # 415 unreadable; 422 readable but past a limit (media_limit_exceeded)
+            response = error_response(422 if isinstance(exc, OverLimit) else 415, media_refusal("body", exc))
         else:
             response = JSONResponse({"uri": asset.uri, "kind": asset.kind, "size_bytes": asset.size_bytes}, 201)
         await response(scope, receive, send)

@@ -346,6 +346,8 @@ def _write_atomically(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it has its name: a power loss cannot leave it empty
         os.replace(tmp, path)
     except BaseException:
         _remove(tmp)

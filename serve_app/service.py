@@ -11,14 +11,18 @@ from typing import Any
 import anyio
 
 from actors import QuotaExceeded
+from actors.task_registry import TERMINAL, IdempotencyConflict
 from mcp_protocol.catalog import RENDER_TOOL, STATUS_TOOL
 from mcp_protocol.errors import VidforgeError, repair
 from mcp_protocol.results import watermark_rejected_result
 from mcp_protocol.service import ServiceSettings
+from mcp_protocol.tools import idempotency_conflict
 from serve_app.artifacts import preview_path
-from serve_app.assets import AssetStore, unsupported_source
+from render_kernels.probe import OverLimit
+from serve_app.assets import Asset, AssetStore
 from serve_app.config import Config
 from serve_app.handles import registry_handle
+from serve_app.media_limits import check_stored_facts, media_refusal, unsupported_source
 from serve_app.supervisor import supervisor_handle
 
 
@@ -37,10 +41,12 @@ class RayRenderService:
         self.supervisor = supervisor_handle(config)
 
     def _check_assets(self, principal: str, arguments: dict[str, Any]) -> None:
-        """Refuse before a task exists: unknown/foreign assets and wrong media kinds answer at once."""
+        """Refuse before a task exists: unknown/foreign assets, wrong media kinds and media over a limit (from
+        the facts stored at upload: no file is read again) answer at once."""
         source = self.assets.resolve(arguments["source_asset_uri"], principal, "source_asset_uri")
         if source.kind != "video":
             raise unsupported_source("source_asset_uri", f"the source asset is a still {source.kind}, not a video")
+        self._check_limits("source_asset_uri", source)
         watermark = arguments.get("watermark")
         if watermark is not None:
             image = self.assets.resolve(watermark["image_asset_uri"], principal, "watermark.image_asset_uri")
@@ -48,11 +54,28 @@ class RayRenderService:
                 raise unsupported_source(
                     "watermark.image_asset_uri", f"the watermark asset is a {image.kind}, not a PNG/JPEG image"
                 )
+            self._check_limits("watermark.image_asset_uri", image)
+
+    def _check_limits(self, field: str, asset: Asset) -> None:
+        try:
+            check_stored_facts(self.assets.limits, asset.facts)
+        except OverLimit as exc:
+            raise media_refusal(field, exc) from None
 
     async def create_render(self, principal: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        await anyio.to_thread.run_sync(self._check_assets, principal, arguments)
+        """A replayed idempotency key answers with the task it created before anything else is checked (its
+        assets may be gone since); the same key with other arguments is `idempotency_conflict`, naming that
+        task. Every non-terminal task answered goes to the supervisor's start, which is idempotent, so a
+        replay also starts a task whose first start never ran (and the registry's sweep starts it if no
+        call ever comes)."""
+        key = arguments.get("idempotency_key")
         try:
-            created = await self.registry.create.remote(principal, arguments, arguments.get("idempotency_key"))
+            rec = await self.registry.replay.remote(principal, arguments, key) if key is not None else None
+            if rec is None:
+                await anyio.to_thread.run_sync(self._check_assets, principal, arguments)
+                rec = (await self.registry.create.remote(principal, arguments, key))["task"]
+        except IdempotencyConflict as exc:
+            raise idempotency_conflict(exc.task_id) from None
         except QuotaExceeded as exc:
             raise VidforgeError(
                 code="render_quota_exceeded",
@@ -68,10 +91,7 @@ class RayRenderService:
                     "Wait retry_after_ms, or cancel one of your renders with vidforge_cancel_render.",
                 ),
             ) from None
-        rec = created["task"]
-        if created["created"]:
-            # The task is durable before the driver starts, so a crash here loses nothing: the supervisor
-            # resumes every non-terminal task on start.
+        if rec["status"] not in TERMINAL:
             await self.supervisor.start.remote(rec["task_id"])
         return rec
 

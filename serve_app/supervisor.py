@@ -1,9 +1,18 @@
 """The RenderSupervisor actor: runs one render driver per task and maps its life onto the registry.
 
-Detached and named, so renders outlive the Serve replica that accepted them. On (re)start it resumes every
-non-terminal task it finds in the registry — after a crash, the whole server being restarted, or the
-actor itself being restarted — so an accepted render is never silently lost: it runs again from its
-(deterministic) segments, or ends as a clear `render_failed` after repeated interruptions.
+Detached and named, so renders outlive the Serve replica that accepted them. On (re)start — its constructor,
+not a first call — it resumes every non-terminal task it finds in the registry (after a crash, the whole
+server being restarted, or the actor itself being restarted), so an accepted render is never silently lost:
+it runs again from its (deterministic) segments, or ends as a clear `render_failed` after repeated
+interruptions. While it drives tasks it renews their leases in the registry every HEARTBEAT_S; the
+registry's sweep hands any non-terminal task without a live lease back to `start` (a start that never ran:
+a client gone during create, a replica crash). `start` is idempotent per task, so those paths, the service's
+own start after create and an idempotent replay never render one task twice.
+
+Cancel is always applied: `cancel` ends the task even when no driver holds it; the driver checks the
+registry's `cancel_requested` at its checkpoints (its start, every progress report, the approval wait),
+so a cancel whose `cancel` call never arrived still stops it; and the registry completes nothing once a
+cancel is requested.
 """
 
 from __future__ import annotations
@@ -15,27 +24,35 @@ from typing import Any
 
 import ray
 
-from actors.handle import singleton_actor_options
+from actors.handle import SUPERVISOR_NAME, singleton_actor_options
+from actors.task_registry import CANCELLED_MESSAGE, TERMINAL
 from mcp_protocol.catalog import preview_uri
-from mcp_protocol.errors import tool_error_result
+from mcp_protocol.errors import VidforgeError, tool_error_result
 from mcp_protocol.progress import RenderProgress
 from mcp_protocol.results import MIME_BY_EXT, approval_timeout_result, render_failed_error, render_success_result
-from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec
+from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
 from serve_app.artifacts import discard, final_path, preview_path
-from serve_app.assets import AssetStore, unsupported_source
+from serve_app.assets import AssetStore
+from serve_app.media_limits import unsupported_source
 from serve_app.config import Config
+from serve_app.disk_full import is_disk_full, render_storage_full
 from serve_app.handles import registry_handle
 from serve_app.render_driver import RenderJob, RenderRejected, run_render
 
 logger = logging.getLogger(__name__)
 
-SUPERVISOR_NAME = "vidforge-render-supervisor"
 MAX_ATTEMPTS = 3
 WATCH_S = 10.0
+HEARTBEAT_S = 3.0  # lease renewal; well inside the registry's driver_lease_s (15 s by default)
 
 
 class RegistryHooks:
-    """The driver's callbacks, written through to the TaskRegistry (the only owner of task state)."""
+    """The driver's callbacks, written through to the TaskRegistry (the only owner of task state).
+
+    Built inside the task that drives the render: what the registry answers is a checkpoint, and a render
+    whose task has ended elsewhere or has a cancel requested is stopped by cancelling that task, exactly as
+    `RenderSupervisor.cancel` would (a hook may run in one of the driver's helper futures, where an exception
+    would not reach the render)."""
 
     def __init__(self, registry, rec: dict[str, Any], config: Config) -> None:
         self.registry = registry
@@ -43,16 +60,26 @@ class RegistryHooks:
         self.principal = rec["principal"]
         self.arguments = rec["arguments"]
         self.config = config
+        self._driving = asyncio.current_task()
+        self._stopping = False
+
+    def _checkpoint(self, rec: dict[str, Any] | None) -> None:
+        """Stop the render, once, when the registry says it must not go on."""
+        if not self._stopping and (rec is None or rec["status"] in TERMINAL or rec["cancel_requested"]):
+            self._stopping = True
+            self._driving.cancel()
 
     async def progress(self, report: RenderProgress) -> None:
         """The driver already reports at a bounded rate (a few a second, only when the count moves); the
         registry publishes each at once and stores only phase changes (frames and speed are volatile)."""
-        await self.registry.set_progress.remote(self.task_id, **report.fields())
+        self._checkpoint(await self.registry.set_progress.remote(self.task_id, **report.fields()))
 
     async def preview_ready(self, path: str) -> bool:
         """Contract §3.3: publish the preview, go `input_required`, and wait for the decision (or the
-        registry's sweep ending the task on the approval timeout)."""
+        registry's sweep ending the task on the approval timeout). A cancel requested meanwhile stops the
+        render at once (`_checkpoint`): the wait below is then cancelled with it."""
         rec = await self.registry.get_any.remote(self.task_id)
+        self._checkpoint(rec)
         if rec["status"] == "working" and not rec.get("approval"):
             watermark = self.arguments["watermark"]
             timeout_s = self.config.approval_timeout_s
@@ -72,6 +99,7 @@ class RegistryHooks:
         while rec["status"] == "input_required":
             await self.registry.watch.remote(self.principal, [self.task_id], {self.task_id: rec["version"]}, WATCH_S)
             rec = await self.registry.get_any.remote(self.task_id)
+            self._checkpoint(rec)
         return rec["status"] == "working"
 
 
@@ -98,56 +126,72 @@ class RenderSupervisor:
         self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
         self.running: dict[str, asyncio.Task] = {}
-        self._resumed: asyncio.Task | None = None
+        # Resume on this instance's own start: a restarted actor may get no call for a long time (a task's
+        # progress is read from the registry, never from here). Ray runs an async actor's constructor on its
+        # event loop; in-process, construct it inside one.
+        self._resumed = asyncio.ensure_future(self._resume())
+        self._heartbeat = asyncio.ensure_future(self._renew_leases())
 
     async def ready(self) -> bool:
-        """Resume in-flight renders once per actor life; returns when they are (re)started."""
-        if self._resumed is None:
-            self._resumed = asyncio.ensure_future(self._resume())
+        """Returns once the renders in flight at this instance's start are (re)started."""
         await self._resumed
         return True
 
     async def _resume(self) -> None:
         for rec in await self.registry.nonterminal.remote():
-            task_id = rec["task_id"]
-            if rec["cancel_requested"]:
-                await self.registry.finish.remote(task_id, "cancelled", message="Render cancelled.")
-            elif rec["attempt"] >= MAX_ATTEMPTS:
-                error = render_failed_error(task_id, f"render interrupted {rec['attempt']} times", rec["arguments"])
-                await self.registry.finish.remote(task_id, "completed", result=tool_error_result(error))
-            else:
-                self._launch(rec)
+            self._launch(rec)
+
+    async def _renew_leases(self) -> None:
+        """Every HEARTBEAT_S, tell the registry which tasks this instance drives: its sweep re-drives the others."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if self.running:
+                try:
+                    await self.registry.renew_leases.remote(sorted(self.running))
+                except Exception:  # a missed beat only lets the sweep ask `start`, which is a no-op here
+                    logger.exception("lease renewal failed; retrying next beat")
 
     async def start(self, task_id: str) -> None:
+        """Drive `task_id` unless this instance already does or it has ended: idempotent per task."""
         await self.ready()
         if task_id not in self.running:
             rec = await self.registry.get_any.remote(task_id)
-            if rec is not None and rec["status"] not in ("completed", "failed", "cancelled"):
+            if rec is not None and rec["status"] not in TERMINAL:
                 self._launch(rec)
 
     async def cancel(self, task_id: str) -> None:
-        """Cooperative cancel: stop the driver (which `ray.cancel`s its tasks) and end the task cancelled."""
+        """Stop the driver, if any (it `ray.cancel`s its tasks), and end the task cancelled — also when no
+        driver holds it or it was stopped before its first step; a no-op on a task that already ended."""
         await self.ready()
         task = self.running.get(task_id)
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        else:
-            await self.registry.finish.remote(task_id, "cancelled", message="Render cancelled.")
+        await self.registry.finish.remote(task_id, "cancelled", message=CANCELLED_MESSAGE)
 
     async def active(self) -> list[str]:
         return sorted(self.running)
 
     def _launch(self, rec: dict[str, Any]) -> None:
+        """Start one driver for the task, unless one runs (checked here, with no await since the caller's)."""
+        task_id = rec["task_id"]
+        if task_id in self.running:
+            return
         task = asyncio.ensure_future(self._drive(rec))
-        self.running[rec["task_id"]] = task
-        task.add_done_callback(lambda _: self.running.pop(rec["task_id"], None))
+        self.running[task_id] = task
+        task.add_done_callback(lambda _: self.running.pop(task_id, None))
 
     async def _drive(self, rec: dict[str, Any]) -> None:
         task_id, args = rec["task_id"], rec["arguments"]
-        await self.registry.bump_attempt.remote(task_id)
         config = self.config
+        if rec["attempt"] >= MAX_ATTEMPTS:  # a requested cancel still wins: finish applies it instead
+            error = render_failed_error(task_id, f"render interrupted {rec['attempt']} times", args)
+            await self.registry.finish.remote(task_id, "completed", result=tool_error_result(error))
+            return
         try:
+            rec = await self.registry.bump_attempt.remote(task_id)
+            if rec is None or rec["cancel_requested"]:  # the first checkpoint: ended, or cancelled, before any work
+                raise asyncio.CancelledError
             job = render_job(rec, config, self.assets)
             stats = await run_render(job, RegistryHooks(self.registry, rec, config))
         except (asyncio.CancelledError, Exception) as exc:
@@ -156,37 +200,46 @@ class RenderSupervisor:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        now_ms = int(time.time() * 1000)
-        expires_ms = now_ms + config.result_retention_s * 1000  # the video is kept 7 days from completion
-        ext = args["output_format"]
-        await self.registry.record_artifact.remote(
-            task_id,
-            {
-                "path": stats.path,
-                "files": [stats.path] + ([job.preview_path] if job.preview_path else []),
-                "ext": ext,
-                "mime": MIME_BY_EXT[ext],
-                "size_bytes": stats.size_bytes,
-                "duration_s": stats.duration_s,
-                "expires_at_ms": expires_ms,
-            },
-        )
-        artifact = {"size_bytes": stats.size_bytes, "duration_s": stats.duration_s}
-        result = render_success_result(task_id, args, artifact, now_ms, expires_ms)
-        if await self.registry.finish.remote(task_id, "completed", result=result, message="Render complete.") is None:
-            # Lost the race to a cancel: the task is already terminal, so the artifact must not survive.
-            discard(config.data_dir, task_id)
+        # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
+        # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
+        await asyncio.shield(self._complete(task_id, args, job, stats))
 
+    async def _complete(self, task_id: str, args: dict[str, Any], job: RenderJob, stats: MuxStats) -> None:
+        """Publish the finished render (artifact and result in one registry commit), or delete its files when
+        the registry discards it (a cancel was requested, or the task ended meanwhile)."""
+        now_ms = int(time.time() * 1000)
+        expires_ms = now_ms + self.config.result_retention_s * 1000  # the video is kept 7 days from completion
+        ext = args["output_format"]
+        artifact = {
+            "path": stats.path,
+            "files": [stats.path] + ([job.preview_path] if job.preview_path else []),
+            "ext": ext,
+            "mime": MIME_BY_EXT[ext],
+            "size_bytes": stats.size_bytes,
+            "duration_s": stats.duration_s,
+            "expires_at_ms": expires_ms,
+        }
+        result = render_success_result(task_id, args, artifact, now_ms, expires_ms)
+        finished = await self.registry.finish.remote(
+            task_id, "completed", result=result, message="Render complete.", artifact=artifact
+        )
+        if finished is None:
+            discard(self.config.data_dir, task_id)
 
     async def _end_unfinished(self, task_id: str, args: dict[str, Any], exc: BaseException) -> None:
         """End a task whose render stopped short, with the outcome that says why."""
         if isinstance(exc, asyncio.CancelledError):
-            await self.registry.finish.remote(task_id, "cancelled", message="Render cancelled.")
+            await self.registry.finish.remote(task_id, "cancelled", message=CANCELLED_MESSAGE)
             return
         if isinstance(exc, RenderRejected):
             return  # the decision (reject or timeout) already ended the task
         if isinstance(exc, UnsupportedMedia):
             error = unsupported_source("source_asset_uri", exc.reason)
+        elif isinstance(exc, VidforgeError):  # an asset gone since create (retention): source_not_found
+            error = exc
+        elif is_disk_full(exc):
+            logger.error("render %s: storage full", task_id, exc_info=exc)
+            error = render_storage_full(args)
         else:  # any renderer fault ends as a retryable render_failed
             logger.error("render %s failed", task_id, exc_info=exc)
             error = render_failed_error(task_id, f"{type(exc).__name__}: {exc}", args)

@@ -103,6 +103,7 @@ class ServerProcess:
             self.env["VIDFORGE_TOKENS_FILE"] = str(tokens_file)
         self.env.update(env or {})
         self.proc: subprocess.Popen | None = None
+        self.prefix: list[str] = []  # a command the server runs under (e.g. `unshare ...`); its last word execs
         self.log_path = data_dir.parent / f"{data_dir.name}-serve.log"
 
     @property
@@ -117,7 +118,7 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "serve_app.cli", "serve", "--port", str(self.port)],
+            [*self.prefix, sys.executable, "-m", "serve_app.cli", "serve", "--port", str(self.port)],
             cwd=REPO,
             env=self.env,
             stdout=log,

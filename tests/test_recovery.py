@@ -1,37 +1,70 @@
-"""Issue 4 recovery: no accepted render is ever silently lost — not when the TaskRegistry actor is killed
-mid-render, and not when the whole server is stopped and started again (a second client, holding only the
-taskId, polls the render to completion)."""
+"""Recovery: no accepted render is ever silently lost, and every accepted task reaches a terminal state
+(issue 4; issue 8 item 4) — not when the TaskRegistry actor is killed mid-render, not when the
+RenderSupervisor actor is (it resumes on its own restart, with nothing but status polls touching the
+server), not when a task's start never ran (the registry's sweep drives it), and not when the whole server
+is stopped and started again (a second client, holding only the taskId, polls the render to completion)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, upload
+from tests.harness import REPO, TERMINAL, ServerProcess, Wire, poll_task, upload
 from tests.media import decode_all, make_clip
 
 pytestmark = pytest.mark.ray
 
 
-def kill_registry(server: ServerProcess) -> int:
-    """SIGKILL the TaskRegistry actor's worker process of this server (a crash, not a polite ray.kill);
-    Ray restarts the actor (max_restarts=-1) and it reloads from its SQLite store."""
+def kill_actor(server: ServerProcess, actor_class: str) -> int:
+    """SIGKILL the worker process of this server's `actor_class` actor (a crash, not a polite ray.kill);
+    Ray restarts the actor (max_restarts=-1): the registry reloads from its SQLite store."""
     killed = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             title = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            if b"ray::TaskRegistry" in title and os.getsid(int(entry.name)) == server.proc.pid:
+            if f"ray::{actor_class}".encode() in title and os.getsid(int(entry.name)) == server.proc.pid:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed += 1
         except (OSError, ProcessLookupError):
             continue
-    assert killed, "no TaskRegistry actor process found for this server"
+    assert killed, f"no {actor_class} actor process found for this server"
     return killed
+
+
+def frames_done(task: dict) -> int:
+    """The encoded frame count a working task's status message shows (`... (frame 3021/7200) ...`), else 0."""
+    match = re.search(r"frame (\d+)/", task.get("statusMessage", ""))
+    return int(match.group(1)) if match else 0
+
+
+def create_behind_the_service(server: ServerProcess, principal: str, arguments: dict) -> str:
+    """Write a task straight into the server's TaskRegistry actor, from another Ray driver: exactly what a
+    create whose supervisor start never ran leaves behind (a client gone mid-call, a replica crash)."""
+    address = re.search(r"Ray cluster at (\S+)", server.log_path.read_text()).group(1)
+    script = (
+        "import json, sys, ray\n"
+        "from actors.handle import REGISTRY_NAME\n"
+        "ray.init(address=sys.argv[1], namespace='vidforge', log_to_driver=False)\n"
+        "registry = ray.get_actor(REGISTRY_NAME)\n"
+        "print(ray.get(registry.create.remote(sys.argv[2], json.loads(sys.argv[3])))['task']['task_id'])\n"
+    )
+    # A local `ray.init` turns token auth on by default (the token in ~/.ray); a driver joining it must too.
+    env = {**server.env, "RAY_AUTH_MODE": server.env.get("RAY_AUTH_MODE", "token")}
+    done = subprocess.run(
+        [sys.executable, "-c", script, address, principal, json.dumps(arguments)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +86,45 @@ def test_registry_actor_killed_mid_render(tmp_path, long_clip):
     try:
         wire, task_id = start_long_render(server, long_clip)
         before = wire.task("tasks/get", task_id)["result"]
-        kill_registry(server)
+        kill_actor(server, "TaskRegistry")
         done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
         assert done["status"] == "completed" and done["result"]["isError"] is False
         assert done["createdAt"] == before["createdAt"]
+    finally:
+        server.stop()
+
+
+def test_supervisor_actor_killed_mid_render_resumes_on_its_own(tmp_path, long_clip):
+    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1"}
+    server = ServerProcess(tmp_path / "data", env=env).start()
+    try:
+        wire, task_id = start_long_render(server, long_clip)
+        in_flight = poll_task(wire, task_id, lambda t: frames_done(t) > 0)  # segments are encoding
+        kill_actor(server, "RenderSupervisor")
+        assert in_flight["status"] == "working"
+        # From here only tasks/get is asked (the registry): nothing calls the restarted supervisor.
+        done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+        assert done["status"] == "completed" and done["result"]["isError"] is False, done
+        decoded = decode_all(str(server.data_dir / "artifacts" / task_id / "final.mp4"), keep="none")
+        assert decoded.frame_count == decode_all(long_clip, keep="none").frame_count
+        # The quota (1) is free again: a new render is accepted.
+        args = {"source_asset_uri": upload(server, long_clip), "output_format": "webm", "resolution": "720p"}
+        assert wire.tool("vidforge_render_video", args)["resultType"] == "task"
+    finally:
+        server.stop()
+
+
+def test_task_whose_start_never_ran_is_driven_by_the_sweep(tmp_path):
+    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1"}
+    server = ServerProcess(tmp_path / "data", env=env).start()
+    try:
+        clip = make_clip(str(tmp_path / "short.mp4"), seconds=3.0)
+        args = {"source_asset_uri": upload(server, clip), "output_format": "mp4", "resolution": "720p"}
+        task_id = create_behind_the_service(server, "local", args)
+        wire = Wire(server.url, tasks=True)
+        done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+        assert done["status"] == "completed" and done["result"]["isError"] is False, done
+        assert wire.tool("vidforge_render_video", args)["resultType"] == "task"  # its quota slot is free
     finally:
         server.stop()
 

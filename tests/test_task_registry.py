@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry, TaskStore
-from actors.task_registry import MAX_UNSAVED_BUMPS
+from actors.task_registry import MAX_UNSAVED_BUMPS, IdempotencyConflict
 
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
 HOUR_S = 3600
@@ -226,7 +226,6 @@ def test_finish_on_a_terminal_task_reports_the_lost_race(tmp_path):
         task = await task_in(reg, "cancelled")
         assert await reg.finish(task["task_id"], "completed", result=DONE_RESULT) is None
         assert await reg.set_progress(task["task_id"], 10, 10) is None
-        assert await reg.record_artifact(task["task_id"], {"path": "x"}) is None
         assert await reg.bump_attempt(task["task_id"]) is None
         assert await reg.get_any(task["task_id"]) == task
         with pytest.raises(ValueError):
@@ -292,6 +291,29 @@ def test_idempotent_replay_is_not_blocked_by_the_quota(tmp_path):
     run(scenario())
 
 
+def test_idempotency_key_with_other_arguments_is_a_conflict_naming_the_original(tmp_path):
+    async def scenario():
+        reg = make(tmp_path, max_concurrent_renders=1)
+        args = {"source_asset_uri": "vidforge://assets/a_1", "output_format": "mp4", "resolution": "720p",
+                "idempotency_key": "launch"}
+        first = (await reg.create("alice", args, idempotency_key="launch"))["task"]
+        # The same request: key order does not matter, and the key itself is not part of the comparison.
+        same = dict(reversed(list(args.items())))
+        assert await reg.replay("alice", same, "launch") == first
+        assert (await reg.create("alice", same, idempotency_key="launch"))["task"] == first
+        other = {**args, "resolution": "1080p"}
+        with pytest.raises(IdempotencyConflict) as excinfo:
+            await reg.replay("alice", other, "launch")
+        assert excinfo.value.task_id == first["task_id"]
+        with pytest.raises(IdempotencyConflict):  # checked before the quota, which alice has used up
+            await reg.create("alice", other, idempotency_key="launch")
+        assert await reg.replay("alice", args, "unused") is None
+        assert await reg.replay("bob", other, "launch") is None  # keys are per principal
+        assert len(reg._store.load_tasks()) == 1  # nothing was created by the conflicts
+
+    run(scenario())
+
+
 # -- quota -------------------------------------------------------------------------------------------------
 
 
@@ -345,7 +367,9 @@ def test_quota_retry_after_is_at_least_one_second(tmp_path):
 
 def test_errors_survive_pickling():
     """Ray pickles exceptions raised in an actor; the attributes must come back."""
-    for error in (QuotaExceeded(1500, 4, 4), InvalidTransition("t", "completed", "working"), TaskNotFound("t")):
+    errors = (QuotaExceeded(1500, 4, 4), InvalidTransition("t", "completed", "working"), TaskNotFound("t"),
+              IdempotencyConflict("t"))
+    for error in errors:
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and copy.__dict__ == error.__dict__ and str(copy) == str(error)
 
@@ -529,11 +553,69 @@ def test_artifact_is_published_only_with_a_completed_task(tmp_path):
         task_id = (await new_task(reg))["task_id"]
         artifact = {"path": str(tmp_path / "final.mp4"), "ext": "mp4", "mime": "video/mp4",
                     "size_bytes": 10, "duration_s": 1.0, "expires_at_ms": 0}
-        await reg.record_artifact(task_id, artifact)
         assert await reg.get_artifact("alice", task_id) is None
-        await reg.finish(task_id, "completed", result=DONE_RESULT)
+        await reg.finish(task_id, "completed", result=DONE_RESULT, artifact=artifact)
         assert await reg.get_artifact("alice", task_id) == artifact
         assert await reg.get_artifact("bob", task_id) is None
+
+    run(scenario())
+
+
+def test_a_requested_cancel_wins_over_any_completion(tmp_path):
+    """A cancel acknowledged while the driver finishes (records its artifact and result) is applied: the
+    completion is discarded (None: the driver deletes its file), the task ends cancelled, the quota is free."""
+    async def scenario():
+        reg = make(tmp_path, max_concurrent_renders=1)
+        task_id = (await new_task(reg))["task_id"]
+        await reg.request_cancel("alice", task_id)
+        artifact = {"path": str(tmp_path / "final.mp4"), "expires_at_ms": 0}
+        assert await reg.finish(task_id, "completed", result=DONE_RESULT, artifact=artifact) is None
+        ended = await reg.get_any(task_id)
+        assert ended["status"] == "cancelled" and ended["artifact"] is None and ended["result"] is None
+        assert await reg.count_active("alice") == 0
+        assert await reg.finish(task_id, "cancelled") is None  # the driver's own cancel: already applied
+
+    run(scenario())
+
+
+class RecordingDriver:
+    """The registry's Driver for these tests: remembers which tasks the sweep asked to have driven."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def drive(self, task_id: str) -> None:
+        self.asked.append(task_id)
+
+
+def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
+    async def scenario():
+        clock, driver = FakeClock(), RecordingDriver()
+        reg = TaskRegistry(str(tmp_path), {**QUIET, "driver_lease_s": 15}, clock, driver)
+        unstarted = (await new_task(reg))["task_id"]  # its supervisor start never ran
+        driven = (await new_task(reg))["task_id"]
+        waiting = (await task_in(reg, "input_required"))["task_id"]
+        ended = (await task_in(reg, "completed"))["task_id"]
+        assert (await reg.sweep())["redriven"] == []  # a fresh task's start may still be on its way
+        await reg.renew_leases([driven])
+        clock.advance(10)
+        await reg.renew_leases([driven])
+        clock.advance(10)
+        assert (await reg.sweep())["redriven"] == [unstarted, waiting]
+        assert driver.asked == [unstarted, waiting]
+        assert (await reg.sweep())["redriven"] == []  # the poke holds the lease: asked once per term
+        clock.advance(15)
+        assert set((await reg.sweep())["redriven"]) == {unstarted, driven, waiting}  # no beat answered
+        assert ended not in driver.asked
+        await reg.finish(unstarted, "cancelled")
+        clock.advance(15)
+        assert set((await reg.sweep())["redriven"]) == {driven, waiting}
+
+        # A restarted registry holds no leases: it waits one term from its own start before asking.
+        again = TaskRegistry(str(tmp_path), {**QUIET, "driver_lease_s": 15}, clock, driver)
+        assert (await again.sweep())["redriven"] == []
+        clock.advance(15)
+        assert set((await again.sweep())["redriven"]) == {driven, waiting}
 
     run(scenario())
 
@@ -570,10 +652,10 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         video.write_bytes(b"\x00" * 10)
         preview.write_bytes(b"\x89PNG")
         expires_at_ms = int((clock() + 7 * DAY_S) * 1000)
-        await reg.record_artifact(task_id, {"path": str(video), "files": [str(video), str(preview)],
-                                            "ext": "mp4", "mime": "video/mp4",
-                                            "size_bytes": 10, "duration_s": 1.0, "expires_at_ms": expires_at_ms})
-        await reg.finish(task_id, "completed", result=DONE_RESULT)
+        await reg.finish(task_id, "completed", result=DONE_RESULT,
+                         artifact={"path": str(video), "files": [str(video), str(preview)], "ext": "mp4",
+                                   "mime": "video/mp4", "size_bytes": 10, "duration_s": 1.0,
+                                   "expires_at_ms": expires_at_ms})
 
         clock.advance(DAY_S + 1)  # past ttl_ms: the record stays for the fallback status tool
         assert (await reg.sweep())["tasks_deleted"] == 0
@@ -631,15 +713,15 @@ def test_restart_recovers_every_task_and_result(tmp_path):
         await ask_approval(reg, done["task_id"])
         await reg.answer_input("alice", done["task_id"], True)
         await reg.set_progress(done["task_id"], 100, 100)
-        await reg.record_artifact(done["task_id"], {"path": "/x/final.mp4", "expires_at_ms": 1})
-        await reg.finish(done["task_id"], "completed", result=DONE_RESULT)
+        await reg.finish(done["task_id"], "completed", result=DONE_RESULT,
+                         artifact={"path": "/x/final.mp4", "expires_at_ms": 1})
         waiting = await task_in(reg, "input_required")
         failed = await task_in(reg, "failed")
         return [await reg.get_any(t["task_id"]) for t in (done, waiting, failed)]
 
     async def after():
         reg = make(tmp_path)
-        replay = await reg.create("alice", {}, idempotency_key="launch")
+        replay = await reg.create("alice", records[0]["arguments"], idempotency_key="launch")
         return [await reg.get_any(t["task_id"]) for t in records], await reg.nonterminal(), replay
 
     records = run(before())

@@ -1,0 +1,96 @@
+"""Operator limits on what a source may cost, and the one contract error for media vidforge will not use.
+
+The same refusal answers at upload (`POST /assets`, `vidforge assets add`) and at create (`vidforge_render_video`,
+from the facts stored with the asset: limits may have been lowered since), so an agent sees one shape wherever it
+meets the problem. Every refusal names the setting and the value.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp_protocol.errors import VidforgeError, repair
+from render_kernels import UnsupportedMedia
+from render_kernels.probe import MediaLimits, OverLimit
+from serve_app.config import Config
+
+logger = logging.getLogger(__name__)
+
+# The operator's name for each limit an OverLimit can name (MediaLimits fields, then the parse's own limits).
+SETTINGS = {
+    "max_duration_s": "VIDFORGE_MAX_SOURCE_DURATION_S",
+    "max_frame_pixels": "VIDFORGE_MAX_FRAME_PIXELS",
+    "max_frame_rate": "VIDFORGE_MAX_FRAME_RATE",
+    "max_frames": "VIDFORGE_MAX_OUTPUT_FRAMES",
+    "max_image_pixels": "VIDFORGE_MAX_IMAGE_PIXELS",
+    "parse_timeout_s": "VIDFORGE_PARSE_TIMEOUT_S",
+    "parse_memory_bytes": "VIDFORGE_PARSE_MEMORY_BYTES",
+}
+
+
+def media_limits(config: Config) -> MediaLimits:
+    return MediaLimits(
+        max_duration_s=config.max_source_duration_s,
+        max_frame_pixels=config.max_frame_pixels,
+        max_frame_rate=config.max_frame_rate,
+        max_frames=config.max_output_frames,
+        max_image_pixels=config.max_image_pixels,
+    )
+
+
+def refusal_reason(exc: UnsupportedMedia) -> str:
+    """The kernel's reason, plus the setting an operator would change for a limit."""
+    return f"{exc.reason} ({SETTINGS[exc.limit]})" if isinstance(exc, OverLimit) else exc.reason
+
+
+def media_refusal(field: str, exc: UnsupportedMedia) -> VidforgeError:
+    """The contract error for media that cannot be used: `media_limit_exceeded` past a limit, else
+    `unsupported_codec`. Both are properties of the file (`temporary: false`). The exception itself (its
+    cause, a worker's traceback) goes to the log under the error's request_id, never to the client."""
+    if isinstance(exc, OverLimit):
+        error = VidforgeError(
+            code="media_limit_exceeded",
+            message="The media is over a limit this server sets on what one render may cost.",
+            field=field,
+            reason=refusal_reason(exc),
+            repair=repair(
+                "upload_smaller_asset",
+                None,
+                {},
+                "Trim, downscale or re-encode the file to within the limit named in details.reason, then upload it "
+                "again (POST /assets) and pass the new vidforge://assets/<id> URI.",
+            ),
+        )
+    else:
+        error = unsupported_source(field, exc.reason)
+    logger.info("request %s: media refused (%s): %s", error.request_id, field, error.reason, exc_info=exc)
+    return error
+
+
+def unsupported_source(field: str, reason: str) -> VidforgeError:
+    """`unsupported_codec`: the file is not media vidforge can read, or the wrong kind for `field`."""
+    return VidforgeError(
+        code="unsupported_codec",
+        message="The asset cannot be rendered.",
+        field=field,
+        reason=reason,
+        repair=repair(
+            "upload_supported_asset",
+            None,
+            {},
+            "Upload an H.264/HEVC/VP8/VP9/AV1/MPEG-4 video (mp4, mov, webm, mkv) as the source and a PNG or JPEG "
+            "image as the watermark.",
+        ),
+    )
+
+
+def check_stored_facts(limits: MediaLimits, facts: dict[str, Any] | None) -> None:
+    """The limits now in force, on an asset's stored facts (media_probe.inspect_media): an operator may have
+    lowered them since the upload. Raises OverLimit. An asset stored before facts were kept has none to check."""
+    if facts is None:
+        return
+    if facts["kind"] == "video":
+        limits.check_video(facts["width"], facts["height"], facts["fps"], facts["frame_count"], facts["duration_s"])
+    else:
+        limits.check_image_size(facts["width"], facts["height"])

@@ -1,0 +1,148 @@
+"""Parsing untrusted media in isolation: a process of its own, a memory limit and a deadline per parse.
+
+libav is a large C library, and what it parses here is whatever a tenant uploaded. A crash, a runaway
+allocation or a hang inside it must end that one upload with a clear error and nothing else, so no parse of
+uploaded bytes runs in a shared process such as the Serve ingress. `parse_isolated` runs any kernel that
+takes a path (inspect_media, probe, render_preview) in a fresh single-use Ray actor — one worker process,
+killed when the parse ends — that first caps its own memory:
+
+- memory: RLIMIT_DATA at what the idle worker already uses plus VIDFORGE_PARSE_MEMORY_BYTES (Ray does not
+  enforce `memory=`). DATA rather than AS: a Ray worker maps the whole object store and every decoder thread
+  reserves a 64 MiB malloc arena, so its address space says little about what a parse allocates; private
+  writable memory (heap, mmap'd buffers, thread stacks) is what a bomb consumes. Past it, libav's allocations
+  fail with ENOMEM and numpy's with MemoryError — both end the parse as `media_limit_exceeded`.
+- time: VIDFORGE_PARSE_TIMEOUT_S from the moment the parse starts (the worker's start-up is not counted); past
+  it the actor is killed, whatever it is blocked in.
+- crash: the worker dies alone (`max_restarts=0`, no retry: the same bytes would crash it again) and the
+  parse ends as `unsupported_codec`; the raw error goes to the log only.
+
+The actors ask for no CPU: a parse is short and bounded by its deadline, and an upload must not queue behind
+renders that hold every core (the per-principal upload cap bounds how many run at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import resource
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from render_kernels import UnsupportedMedia, image_size, probe, probe_image
+from render_kernels.probe import MediaLimits, OverLimit
+from serve_app.config import Config
+
+logger = logging.getLogger(__name__)
+
+
+def inspect_media(path: str, limits: MediaLimits) -> dict[str, Any]:
+    """What an upload is: the facts stored with the asset (create checks them against the limits then in force).
+
+    A still image is recognised and sized from its header first (Pillow reads no pixel) and held to its limit
+    before any decoder runs: a few-MB PNG can declare 16k x 16k pixels, and decoding it costs a gigabyte.
+    """
+    size = image_size(path)
+    if size is None:
+        info = probe(path, limits)
+        return {
+            "kind": "video",
+            "width": info.width,
+            "height": info.height,
+            "fps": info.fps,
+            "frame_count": info.frame_count,
+            "duration_s": info.duration_s,
+            "video_codec": info.video_codec,
+            "audio_codec": info.audio.codec if info.audio else None,
+        }
+    limits.check_image_size(*size)
+    width, height = probe_image(path)
+    return {"kind": "image", "width": width, "height": height}
+
+
+def _cap_memory(budget_bytes: int) -> None:
+    """Let this process allocate at most `budget_bytes` more private memory (see the module docstring)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:"))
+    resource.setrlimit(resource.RLIMIT_DATA, (used + budget_bytes, used + budget_bytes))
+
+
+class MediaParser:
+    """One parse in one process. The hard limit is lowered too, so nothing in the parse can lift it."""
+
+    def __init__(self, memory_bytes: int, fault_prefix: str) -> None:
+        _cap_memory(memory_bytes)
+        self.fault_prefix = fault_prefix.encode()
+
+    def run(self, fn: Callable[..., Any], path: str, *args: Any) -> Any:
+        if self.fault_prefix:
+            _test_fault(path, self.fault_prefix)
+        return fn(path, *args)
+
+
+def _test_fault(path: str, prefix: bytes) -> None:
+    """Test seam (VIDFORGE_TEST_PARSE_FAULT_PREFIX, unset in production): a file starting with the prefix and
+    then `abort` crashes this parser process, with `hang` blocks it for good — a libav crash and a libav hang
+    on chosen bytes, while every other file on the same server parses normally."""
+    with open(path, "rb") as head:
+        start = head.read(len(prefix) + 5)
+    if start.startswith(prefix + b"abort"):
+        os.abort()
+    if start.startswith(prefix + b"hang"):
+        threading.Event().wait()
+
+
+_parser_actor = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(MediaParser)
+
+
+@dataclass(frozen=True)
+class ParseBounds:
+    """The limits one isolated parse runs under (VIDFORGE_PARSE_TIMEOUT_S, VIDFORGE_PARSE_MEMORY_BYTES)."""
+
+    timeout_s: float
+    memory_bytes: int
+    fault_prefix: str = ""  # the test seam; see _test_fault
+
+    @classmethod
+    def of(cls, config: Config) -> "ParseBounds":
+        return cls(config.parse_timeout_s, config.parse_memory_bytes, config.parse_fault_prefix)
+
+
+async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: str, *args: Any) -> Any:
+    """`fn(path, *args)` in a MediaParser of its own; its value, or UnsupportedMedia (OverLimit past the memory
+    or time limit) saying why not. `fn` is a kernel (or `inspect_media`) and must raise nothing else for bad
+    media; any other failure is logged here and answered as unusable media, never as a server error.
+    Cancelling the caller kills the parser."""
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)  # the file is here
+    parser = _parser_actor.options(scheduling_strategy=here).remote(bounds.memory_bytes, bounds.fault_prefix)
+    try:
+        await parser.__ray_ready__.remote()
+        return await asyncio.wait_for(_unwrapped(parser.run.remote(fn, path, *args)), bounds.timeout_s)
+    except asyncio.TimeoutError:
+        raise OverLimit("parse_timeout_s", f"reading the file took longer than {bounds.timeout_s:g} s") from None
+    except MemoryError as exc:
+        raise OverLimit(
+            "parse_memory_bytes", f"reading the file needed more than {bounds.memory_bytes} bytes of memory"
+        ) from exc
+    except UnsupportedMedia:
+        raise
+    except ray.exceptions.RayActorError as exc:
+        logger.warning("media parser process died on %s", path, exc_info=exc)
+        raise UnsupportedMedia("the media parser crashed reading this file") from exc
+    except Exception as exc:  # noqa: BLE001 - a kernel bug on hostile input is still this file's refusal
+        logger.error("media parser failed on %s", path, exc_info=exc)
+        raise UnsupportedMedia("the media parser failed reading this file") from exc
+    finally:
+        ray.kill(parser)
+
+
+async def _unwrapped(ref: ray.ObjectRef) -> Any:
+    """The parse's value; its exception re-raised as itself (not wrapped in a RayTaskError)."""
+    try:
+        return await ref
+    except ray.exceptions.RayTaskError as err:
+        raise err.cause from err

@@ -1,0 +1,135 @@
+"""Origin and Host checks on every route, in every credential mode: one ASGI middleware in front of the app.
+
+A browser page on another site can send requests to a loopback vidforge: directly (`Origin` names the page's
+site) or by DNS rebinding (its own host name resolved to 127.0.0.1, so `Host` names the attacker's site). With
+no credentials configured the page would act as the local principal — upload assets, read renders. So:
+
+- a present `Origin` must be one this server answers to: its own (`VIDFORGE_PUBLIC_URL`, else the bind
+  address), any loopback origin on a loopback bind (local tools such as MCP Inspector run on other ports), and
+  those the operator lists in `VIDFORGE_ALLOWED_ORIGINS`. Agents and CLIs send no `Origin` and are unaffected;
+- `Host` must name this server: the loopback names on a loopback bind, the bind address on any other concrete
+  bind, the host of `VIDFORGE_PUBLIC_URL`, and `VIDFORGE_ALLOWED_HOSTS`. A wildcard bind (0.0.0.0, ::) answers
+  to names it cannot know, so there `Host` is checked only once the operator lists `VIDFORGE_ALLOWED_HOSTS`
+  (such a bind always has credentials, the other defence against rebinding).
+
+Both run before authentication and routing, so `/mcp`, `/assets`, `/artifacts/…`, `/healthz` and the OAuth
+metadata are covered alike; a refusal is 403 with the contract's envelope on the route's carrier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_protocol.errors import VidforgeError
+from serve_app.auth import INVALID_REQUEST
+from serve_app.config import LOOPBACK_HOSTS, Config
+from serve_app.refusals import refusal
+
+WILDCARD_BINDS = ("0.0.0.0", "::")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _split_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _origin_key(origin: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of an origin or URL, the port made explicit; None when it is not one."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname:
+        return None
+    return parts.scheme.lower(), parts.hostname.lower(), port
+
+
+def _host_name(host: str) -> str | None:
+    """The name in a `Host` header (port and IPv6 brackets removed); None when malformed."""
+    try:
+        return urlsplit(f"//{host.strip()}").hostname
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class OriginPolicy:
+    """Which `Origin` and `Host` values this server answers to (see the module docstring)."""
+
+    origins: frozenset[tuple[str, str, int | None]]
+    any_port_hosts: frozenset[str]  # origins on these hosts match at any port (loopback binds)
+    hosts: frozenset[str] | None  # None: Host is not checked (wildcard bind, no VIDFORGE_ALLOWED_HOSTS)
+
+    @classmethod
+    def from_config(cls, config: Config) -> "OriginPolicy":
+        origins = {_origin_key(config.public_base_url)} | {_origin_key(o) for o in _split_list(config.allowed_origins)}
+        hosts = {h.lower() for h in _split_list(config.allowed_hosts)}
+        if config.public_url:
+            hosts.add(urlsplit(config.public_url).hostname or "")
+        loopback = config.host in LOOPBACK_HOSTS
+        if loopback or config.host in WILDCARD_BINDS:
+            hosts.update(LOOPBACK_HOSTS)
+        else:
+            hosts.add(config.host.lower())
+        unchecked = config.host in WILDCARD_BINDS and not config.allowed_hosts.strip()
+        return cls(
+            origins=frozenset(origins - {None}),
+            any_port_hosts=frozenset(LOOPBACK_HOSTS if loopback else ()),
+            hosts=None if unchecked else frozenset(hosts - {""}),
+        )
+
+    def origin_allowed(self, origin: str) -> bool:
+        key = _origin_key(origin)
+        if key is None:
+            return False
+        return key in self.origins or (key[0] in _DEFAULT_PORTS and key[1] in self.any_port_hosts)
+
+    def host_allowed(self, host: str) -> bool:
+        return self.hosts is None or _host_name(host) in self.hosts
+
+
+def _refused(header: str, reason: str) -> VidforgeError:
+    return VidforgeError(
+        code="origin_not_allowed" if header == "Origin" else "host_not_allowed",
+        message=f"Forbidden: this server does not answer requests with this {header} header.",
+        field=header,
+        reason=reason,
+        jsonrpc_code=INVALID_REQUEST,
+    )
+
+
+class OriginGuard:
+    """ASGI middleware: 403 for a foreign `Origin` or `Host` on any HTTP route, before anything else runs."""
+
+    def __init__(self, app: ASGIApp, policy: OriginPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            error = self.check(Headers(scope=scope))
+            if error is not None:
+                await refusal(scope, 403, error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def check(self, headers: Headers) -> VidforgeError | None:
+        origin, host = headers.get("origin"), headers.get("host")
+        if origin is not None and not self.policy.origin_allowed(origin):
+            return _refused(
+                "Origin",
+                "Browser pages from other origins may not call this server (cross-site request and DNS-rebinding "
+                "protection). The operator can allow an origin with VIDFORGE_ALLOWED_ORIGINS.",
+            )
+        if host is not None and not self.policy.host_allowed(host):
+            return _refused(
+                "Host",
+                "The Host header names a server other than this one (DNS-rebinding protection). The operator can "
+                "allow a host name with VIDFORGE_ALLOWED_HOSTS or VIDFORGE_PUBLIC_URL.",
+            )
+        return None

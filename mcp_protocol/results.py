@@ -92,6 +92,24 @@ def approval_timeout_result(arguments: dict[str, Any], timeout_s: float) -> dict
     return tool_error_result(error)
 
 
+def render_timeout_error(limit_s: float) -> VidforgeError:
+    """A render past the operator's wall-clock limit: the same request would take as long again, so it is not
+    temporary; the way on is a cheaper render (shorter source, lower resolution) or a higher limit."""
+    return VidforgeError(
+        code="render_timeout",
+        message="The render was stopped: it ran past this server's time limit for one render.",
+        field=None,
+        reason=f"the render took longer than the {limit_s:g} s limit (VIDFORGE_RENDER_TIMEOUT_S)",
+        repair=repair(
+            "upload_smaller_asset",
+            None,
+            {},
+            "Render a shorter source or at a lower resolution (answer a watermark approval promptly: the wait "
+            "counts), or ask the operator to raise VIDFORGE_RENDER_TIMEOUT_S.",
+        ),
+    )
+
+
 def render_failed_error(render_id: str | None, reason: str, arguments: dict[str, Any] | None) -> VidforgeError:
     """A renderer fault: temporary, safe to re-call (a new job unless the idempotency key is reused)."""
     if arguments is not None:

@@ -47,6 +47,7 @@ class Config:
     parse_timeout_s: float = 120.0  # one isolated parse of uploaded media (serve_app.media_probe)
     parse_memory_bytes: int = 1024**3  # what one parse may allocate beyond its idle worker process
     parse_fault_prefix: str = ""  # test seam only (media_probe._test_fault): unset in production
+    render_timeout_s: float = 21_600.0  # 6 h: one run of a render, approval wait included, then render_timeout
     max_mcp_body_bytes: int = 1024 * 1024
     max_inline_resource_bytes: int = 8 * 1024 * 1024
     sweep_interval_s: float = 5.0
@@ -92,6 +93,7 @@ class Config:
             parse_timeout_s=_env_float("VIDFORGE_PARSE_TIMEOUT_S", 120.0),
             parse_memory_bytes=_env_int("VIDFORGE_PARSE_MEMORY_BYTES", 1024**3),
             parse_fault_prefix=os.environ.get("VIDFORGE_TEST_PARSE_FAULT_PREFIX", ""),
+            render_timeout_s=_env_float("VIDFORGE_RENDER_TIMEOUT_S", cls.render_timeout_s),
             max_mcp_body_bytes=_env_int("VIDFORGE_MAX_MCP_BODY_BYTES", 1024 * 1024),
             max_inline_resource_bytes=_env_int("VIDFORGE_MAX_INLINE_RESOURCE_BYTES", 8 * 1024 * 1024),
             sweep_interval_s=_env_float("VIDFORGE_SWEEP_INTERVAL_S", 5.0),

@@ -1,6 +1,6 @@
 """The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file on this node.
 
-    probe (thread) -> plan_segments -> [render_preview] -> encode_segment x N  ||  encode_audio
+    probe (isolated) -> plan_segments -> [render_preview (isolated)] -> encode_segment x N  ||  encode_audio
         -> [approval gate] -> mux_segments (Ray task pinned to this node) -> out_path
 
 Data flow: raw frames never leave a task. Each segment task returns two objects, a small summary (frame
@@ -14,8 +14,12 @@ and hands the hooks one RenderProgress (phase, frames done/total, measured speed
 render reports a few times a second however few segments it has, and a slow reader never slows the encode.
 
 Where things run:
-- probe runs in a thread here: it is one bounded demux pass over a local file, cheaper than a worker
-  start-up, and the kernels' UnsupportedMedia reaches the caller unchanged.
+- probe and the watermark preview parse the tenant's source, so they run in `parse_isolated` (a single-use
+  worker with the job's memory limit and deadline, serve_app.media_probe), never in this process: a libav
+  crash, hang or memory bomb on that file ends this render as unusable media (UnsupportedMedia or OverLimit),
+  and the supervisor and every other render carry on. The probe also holds the source to `job.limits` again
+  (they may have been lowered since the upload). The preview is an asyncio future, so cancelling the render
+  kills its parser.
 - mux runs in a Ray task pinned to this node (`NodeAffinitySchedulingStrategy`, hard) rather than in a
   thread: the artifact store is this node's disk; a task can be force-cancelled mid-write, where a thread
   would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
@@ -61,6 +65,10 @@ from render_kernels import (
     probe,
     render_preview,
 )
+from render_kernels.probe import MediaLimits
+from serve_app.config import Config
+from serve_app.media_limits import media_limits
+from serve_app.media_probe import ParseBounds, parse_isolated
 
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
 GPU_ENCODERS = frozenset({"h264_nvenc"})
@@ -76,6 +84,9 @@ class RenderJob:
     out_path: str
     preview_path: str | None = None  # where the watermark preview PNG goes; used only when spec.watermark
     workers: int = 0  # segments to aim for; 0: the cluster's CPU count
+    # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
+    parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
+    limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:
@@ -145,7 +156,6 @@ def _mux(audio: EncodedAudio | None, output_format: str, out_path: str, fps: flo
 # can put a faulty twin of it in place without the driver knowing.
 segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
 _audio_task = ray.remote(**TASK_OPTIONS)(encode_audio)
-_preview_task = ray.remote(**TASK_OPTIONS)(render_preview)
 _mux_task = ray.remote(**TASK_OPTIONS)(_mux)
 _encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
 _tally_actor = ray.remote(num_cpus=0)(FrameTally)  # no CPU: it must start while the segments hold every core
@@ -154,9 +164,10 @@ _tally_actor = ray.remote(num_cpus=0)(FrameTally)  # no CPU: it must start while
 async def run_render(job: RenderJob, hooks: RenderHooks) -> MuxStats:
     """Render `job` into `job.out_path` and return what was written.
 
-    Raises the kernels' UnsupportedMedia (unchanged) for unusable sources, RenderRejected when the preview
-    is not approved. On any failure or cancellation every outstanding task is force-cancelled and no file is
-    left at `out_path`; the preview PNG, if written, is left to the caller.
+    Raises UnsupportedMedia (OverLimit past `job.limits` or `job.parse`) for unusable sources, RenderRejected
+    when the preview is not approved. On any failure or cancellation every outstanding task is force-cancelled
+    (and the preview's parser killed) and no file is left at `out_path`; the preview PNG, if written, is left to
+    the caller.
     """
     return await RenderRun(job, hooks).run()
 
@@ -195,7 +206,7 @@ class RenderRun:
     async def _render(self) -> MuxStats:
         job = self.job
         await self.hooks.progress(RenderProgress(PROBING))
-        info = await self._timed("probe", asyncio.to_thread(probe, job.source_path))
+        info = await self._timed("probe", parse_isolated(job.parse, probe, job.source_path, job.limits))
         workers = job.workers or int(ray.cluster_resources().get("CPU", 1))
         segments = plan_segments(info, workers)
         spec, segment_options = await self._fix_encoder(job.spec, len(segments))
@@ -204,7 +215,8 @@ class RenderRun:
 
         # Submission order is start order when CPUs are short: the preview first, as a person waits on it;
         # then the audio, which would otherwise run alone after the (equally sized) segments end together.
-        preview = self._submit(_preview_task, {}, job.source_path, info, spec) if spec.watermark else None
+        preview = (asyncio.ensure_future(parse_isolated(job.parse, render_preview, job.source_path, info, spec))
+                   if spec.watermark else None)
         audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
         parts = [self._submit(segment_task, segment_options, job.source_path, s, spec, info, self._tally)
                  for s in segments]
@@ -216,8 +228,8 @@ class RenderRun:
         try:
             await asyncio.gather(*waits)  # raises the first failure (or the rejection) at once
         finally:
-            for waiting in waits:
-                waiting.cancel()
+            for waiting in (*waits, *([preview] if preview is not None else [])):
+                waiting.cancel()  # the preview too: a gate cancelled before it ran never awaited it
 
         await self.hooks.progress(RenderProgress(MUXING, info.frame_count, info.frame_count, source_fps=info.fps))
         return await self._timed("mux", self._mux(audio, encoded, spec.output_format, info.fps))
@@ -278,9 +290,9 @@ class RenderRun:
         fps = self._speed.add(frames_done)
         await self.hooks.progress(RenderProgress(RENDERING, frames_done, info.frame_count, fps, info.fps))
 
-    async def _approval_gate(self, preview: ray.ObjectRef) -> None:
+    async def _approval_gate(self, preview: asyncio.Future) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""
-        png = await self._timed("preview", _value(preview))
+        png = await self._timed("preview", preview)
         await asyncio.to_thread(_write_atomically, self.job.preview_path, png)
         approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
         if not approved:

@@ -13,6 +13,11 @@ Cancel is always applied: `cancel` ends the task even when no driver holds it; t
 registry's `cancel_requested` at its checkpoints (its start, every progress report, the approval wait),
 so a cancel whose `cancel` call never arrived still stops it; and the registry completes nothing once a
 cancel is requested.
+
+Cost is bounded per render, and this shared process parses no uploaded byte: the driver probes the source and
+renders the preview in single-use parser workers under the media limits (VIDFORGE_MAX_*, VIDFORGE_PARSE_*), and
+each run of a render is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly like a
+cancel, then ends as `render_timeout`.
 """
 
 from __future__ import annotations
@@ -29,15 +34,22 @@ from actors.task_registry import CANCELLED_MESSAGE, TERMINAL
 from mcp_protocol.catalog import preview_uri
 from mcp_protocol.errors import VidforgeError, tool_error_result
 from mcp_protocol.progress import RenderProgress
-from mcp_protocol.results import MIME_BY_EXT, approval_timeout_result, render_failed_error, render_success_result
+from mcp_protocol.results import (
+    MIME_BY_EXT,
+    approval_timeout_result,
+    render_failed_error,
+    render_success_result,
+    render_timeout_error,
+)
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
 from serve_app.artifacts import discard, final_path, preview_path
 from serve_app.assets import AssetStore
-from serve_app.media_limits import unsupported_source
 from serve_app.config import Config
 from serve_app.disk_full import is_disk_full, render_storage_full
 from serve_app.handles import registry_handle
-from serve_app.render_driver import RenderJob, RenderRejected, run_render
+from serve_app.media_limits import media_limits, media_refusal
+from serve_app.media_probe import ParseBounds
+from serve_app.render_driver import RenderHooks, RenderJob, RenderRejected, run_render
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +115,22 @@ class RegistryHooks:
         return rec["status"] == "working"
 
 
+class RenderTimedOut(Exception):
+    """The render ran past VIDFORGE_RENDER_TIMEOUT_S and was stopped (its tasks cancelled, its files removed)."""
+
+
+async def run_render_within(limit_s: float, job: RenderJob, hooks: RenderHooks) -> MuxStats:
+    """`run_render`, stopped at `limit_s` the way a cancel stops it and then raised as RenderTimedOut. A
+    TimeoutError from inside the render (not this deadline) passes through as the fault it is."""
+    try:
+        async with asyncio.timeout(limit_s) as deadline:
+            return await run_render(job, hooks)
+    except TimeoutError:
+        if deadline.expired():
+            raise RenderTimedOut from None
+        raise
+
+
 def render_job(rec: dict[str, Any], config: Config, assets: AssetStore) -> RenderJob:
     args, principal, task_id = rec["arguments"], rec["principal"], rec["task_id"]
     source = assets.resolve(args["source_asset_uri"], principal, "source_asset_uri")
@@ -117,6 +145,8 @@ def render_job(rec: dict[str, Any], config: Config, assets: AssetStore) -> Rende
         out_path=final_path(config.data_dir, task_id, args["output_format"]),
         preview_path=preview_path(config.data_dir, task_id) if watermark else None,
         workers=config.render_workers,
+        parse=ParseBounds.of(config),
+        limits=media_limits(config),
     )
 
 
@@ -193,7 +223,7 @@ class RenderSupervisor:
             if rec is None or rec["cancel_requested"]:  # the first checkpoint: ended, or cancelled, before any work
                 raise asyncio.CancelledError
             job = render_job(rec, config, self.assets)
-            stats = await run_render(job, RegistryHooks(self.registry, rec, config))
+            stats = await run_render_within(config.render_timeout_s, job, RegistryHooks(self.registry, rec, config))
         except (asyncio.CancelledError, Exception) as exc:
             discard(config.data_dir, task_id)  # every way out but success leaves no file behind
             await self._end_unfinished(task_id, args, exc)
@@ -233,8 +263,11 @@ class RenderSupervisor:
             return
         if isinstance(exc, RenderRejected):
             return  # the decision (reject or timeout) already ended the task
-        if isinstance(exc, UnsupportedMedia):
-            error = unsupported_source("source_asset_uri", exc.reason)
+        if isinstance(exc, RenderTimedOut):
+            logger.info("render %s stopped at the %g s limit", task_id, self.config.render_timeout_s)
+            error = render_timeout_error(self.config.render_timeout_s)
+        elif isinstance(exc, UnsupportedMedia):  # unreadable, or over a limit lowered since create
+            error = media_refusal("source_asset_uri", exc)
         elif isinstance(exc, VidforgeError):  # an asset gone since create (retention): source_not_found
             error = exc
         elif is_disk_full(exc):

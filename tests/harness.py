@@ -26,6 +26,14 @@ TASKS_EXT = "io.modelcontextprotocol/tasks"
 START_TIMEOUT_S = 240
 RENDER_DEADLINE_S = 300
 TERMINAL = ("completed", "failed", "cancelled")
+# The catalog every client of either era must see, in tools/list order.
+TOOL_NAMES = [
+    "vidforge_render_video",
+    "vidforge_get_render_status",
+    "vidforge_approve_watermark",
+    "vidforge_cancel_render",
+    "vidforge_get_capabilities",
+]
 
 _CORE = json.loads((SCHEMAS / "mcp-2026-07-28.schema.json").read_text())
 _TASKS = json.loads((SCHEMAS / "ext-tasks-2026-07-28.schema.json").read_text())

@@ -17,18 +17,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.harness import REPO, ServerProcess
+from tests.harness import REPO, ServerProcess, TOOL_NAMES
 
 pytestmark = pytest.mark.ray
 
 TOKEN = "tok-connect"
-TOOL_NAMES = [
-    "vidforge_render_video",
-    "vidforge_get_render_status",
-    "vidforge_approve_watermark",
-    "vidforge_cancel_render",
-    "vidforge_get_capabilities",
-]
 README = REPO / "README.md"
 DOC_ADDRESS = "127.0.0.1:8000"
 HOSTS = REPO / "tests" / "clients" / "inspector" / "node_modules"

@@ -17,18 +17,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from tests.harness import PROTOCOL, REPO, ServerProcess, Wire, meta, validate, validate_response
+from tests.harness import PROTOCOL, REPO, ServerProcess, TOOL_NAMES, Wire, meta, validate, validate_response
 
 pytestmark = pytest.mark.ray
 
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
-TOOL_NAMES = [
-    "vidforge_render_video",
-    "vidforge_get_render_status",
-    "vidforge_approve_watermark",
-    "vidforge_cancel_render",
-    "vidforge_get_capabilities",
-]
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,13 @@
 """Hostile and oversized media over real HTTP: a real `vidforge serve` with low limits set through env.
 
 Every pathological file is generated here; each upload ends as a 4xx with the contract's envelope, a parser
-crash, hang or memory bomb fails only its own upload, and the limits hold at upload and at create.
+crash, hang or memory bomb fails only its own upload, and the limits hold at upload, at create and at render
+time (the render's own isolated probe, and the per-render wall-clock limit).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,7 +16,8 @@ import sys
 import httpx
 import pytest
 
-from tests.harness import REPO, ServerProcess, Wire, upload
+from serve_app.artifacts import artifact_dir
+from tests.harness import REPO, TERMINAL, ServerProcess, Wire, poll_task, upload
 from tests.media import make_clip, make_watermark_png
 from tests.test_pathological_media import (
     write_audio_only,
@@ -37,6 +40,8 @@ LIMITS = {
     "VIDFORGE_PARSE_MEMORY_BYTES": str(256 * 1024**2),
     "VIDFORGE_PARSE_TIMEOUT_S": "20",
     "VIDFORGE_TEST_PARSE_FAULT_PREFIX": FAULT,
+    # Far more than a 1 s render needs to reach its approval request, so the test sees it held there first.
+    "VIDFORGE_RENDER_TIMEOUT_S": "30",
 }
 
 
@@ -165,3 +170,39 @@ def test_limits_are_refused_at_create_from_the_stored_facts(server, media):
     )
     assert refused.returncode == 2
     assert "over the 4 s limit (VIDFORGE_MAX_SOURCE_DURATION_S)" in refused.stderr
+
+
+def small_clip(media, name: str) -> str:
+    return make_clip(str(media / name), seconds=1, width=320, height=180, fps=30, audio=False)
+
+
+def test_a_render_held_past_the_time_limit_ends_as_render_timeout_without_files(server, media):
+    source = upload(server, small_clip(media, "held.mp4"))
+    logo = upload(server, make_watermark_png(str(media / "held-logo.png")))
+    wire = Wire(server.url, tasks=True)
+    task_id = wire.tool("vidforge_render_video", {**render_args(source), "watermark": {"image_asset_uri": logo}})[
+        "taskId"]
+    held = poll_task(wire, task_id, lambda t: t["status"] in ("input_required", *TERMINAL))
+    assert held["status"] == "input_required", held  # waiting on an approval nobody gives
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is True, done
+    error = done["result"]["structuredContent"]
+    assert error["code"] == "render_timeout" and error["temporary"] is False and error["retry_after_ms"] is None
+    assert error["details"] == {
+        "field": None, "reason": "the render took longer than the 30 s limit (VIDFORGE_RENDER_TIMEOUT_S)"}
+    assert not os.path.exists(artifact_dir(str(server.data_dir), task_id))  # the preview went with the render
+
+
+def test_a_source_that_fails_the_render_time_probe_ends_as_a_contract_error(server, media):
+    source = upload(server, small_clip(media, "spoiled.mp4"))
+    # The stored file goes bad after its upload was checked: the render's own probe now crashes its parser.
+    (server.data_dir / "assets" / source.rsplit("/", 1)[1] / "blob").write_bytes(FAULT.encode() + b"abort")
+    wire = Wire(server.url, tasks=True)
+    task_id = wire.tool("vidforge_render_video", render_args(source))["taskId"]
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is True, done  # an answer, not a crash
+    error = done["result"]["structuredContent"]
+    assert error["code"] == "unsupported_codec" and error["temporary"] is False
+    assert error["details"] == {"field": "source_asset_uri", "reason": "the media parser crashed reading this file"}
+    assert str(server.data_dir) not in json.dumps(error)
+    assert not os.path.exists(artifact_dir(str(server.data_dir), task_id))

@@ -100,8 +100,17 @@ class Listen:
 
 
 def open_acked(server, token: str, count: int) -> list[Listen]:
-    streams = [Listen(server, token, LIST_CHANGES) for _ in range(count)]
-    assert all(stream.acked() for stream in streams)
+    """`count` acknowledged streams. Slots of streams an earlier test closed are released asynchronously (a
+    fire-and-forget call to the ledger), so a refusal right after them is retried until the deadline."""
+    streams: list[Listen] = []
+
+    def open_more() -> bool:
+        stream = Listen(server, token, LIST_CHANGES)
+        if stream.acked():
+            streams.append(stream)
+        return len(streams) == count
+
+    wait_until(open_more, DEADLINE_S, interval=0.5, message=f"{count} open listen streams for {token}")
     return streams
 
 

@@ -117,8 +117,15 @@ class Chaos:
         self.kills: Counter[str] = Counter()
         self.server_down = threading.Event()
         self.done = threading.Event()
+        self.finished = threading.Event()  # every planned kill has been carried out
 
     def run(self) -> None:
+        try:
+            self._run_plan()
+        finally:
+            self.finished.set()
+
+    def _run_plan(self) -> None:
         for kind in self.plan:
             if self.done.wait(self.interval_s):
                 return
@@ -147,13 +154,17 @@ class Chaos:
 
 def drive(renders: list[Render], wires: dict[str, Wire], chaos: Chaos, deadline_s: float, refused: Counter) -> None:
     """Poll every task; approve watermarks through tasks/update; cancel the chosen ones once they render.
-    Requests that fail while processes are down are counted in `refused` and asked again."""
+    Requests that fail while processes are down are counted in `refused` and asked again.
+
+    Polling goes on until every planned kill has happened, re-reading finished tasks too: a kill that lands
+    after the last render ended must still leave every terminal task readable and unchanged."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         pending = [r for r in renders if r.status not in TERMINAL]
-        if not pending:
-            return
-        for render in pending:
+        if not pending and chaos.finished.is_set():
+            if all(reread(r, wires, refused) for r in renders):
+                return
+        for render in pending or renders:
             if chaos.server_down.is_set():
                 break
             wire = wires[render.principal_token]
@@ -177,6 +188,19 @@ def drive(renders: list[Render], wires: dict[str, Wire], chaos: Chaos, deadline_
             except Exception:  # noqa: BLE001 — the server is being killed or restarted: ask again next round
                 refused["while processes were killed"] += 1
         time.sleep(0.5)
+
+
+def reread(render: Render, wires: dict[str, Wire], refused: Counter) -> bool:
+    """One more tasks/get of a finished render after the last kill; a changed status is recorded as a problem."""
+    try:
+        body = wires[render.principal_token].task("tasks/get", render.task_id)
+    except Exception:  # noqa: BLE001 — the server is still restarting: ask again next round
+        refused["while processes were killed"] += 1
+        return False
+    status = body.get("result", {}).get("status")
+    if status != render.status:
+        render.problems.append(f"after the last kill tasks/get says {status or body.get('error')}, was {render.status}")
+    return True
 
 
 def reference(clip: str, render: Render, logo: str, out_path: str) -> str:

@@ -366,7 +366,7 @@ def short_server(tmp_path_factory):
     env = {
         "VIDFORGE_POLL_INTERVAL_MS": "500",
         "VIDFORGE_APPROVAL_TIMEOUT_S": "4",
-        "VIDFORGE_TASK_TTL_MS": "8000",
+        "VIDFORGE_TASK_TTL_MS": "30000",  # from creation: covers the preview and the 4 s window on a loaded machine
         "VIDFORGE_MAX_CONCURRENT_RENDERS": "1",
         "VIDFORGE_SWEEP_INTERVAL_S": "0.5",
         "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": "1000",
@@ -397,7 +397,7 @@ def test_approval_timeout_quota_and_task_expiry(short_server, media):
         body = wire.task("tasks/get", task_id)
         return body if "error" in body else None
 
-    error = wait_until(expired, 60, message="task expiry")["error"]
+    error = wait_until(expired, 120, message="task expiry")["error"]
     assert error["code"] == -32602
     data = error["data"]
     assert data["machine_code"] == "task_expired" and data["details"]["value"] == task_id
@@ -429,7 +429,7 @@ def test_limits_isolation_and_download_fallback(short_server, media):
     assert httpx.get(url, headers={"Authorization": "Bearer tok-alice"}).status_code == 200
     # the capability summary states this operator's TTL and approval window, not the defaults
     caps = wire.tool("vidforge_get_capabilities", {})["structuredContent"]
-    assert caps["task_semantics"]["task_ttl_ms"] == 8000
+    assert caps["task_semantics"]["task_ttl_ms"] == 30000
     assert "4 seconds" in caps["negotiated_capabilities"]["fallbacks"]["approval_never_arrives"]
     # subscribing to tasks needs the extension on that request
     listen = client(short_server, tasks=False).call("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})

@@ -1,0 +1,141 @@
+"""vidforge on a multi-node Ray cluster on one machine (issue 10 item 2): three `ray start` nodes with token
+auth — a head that takes no render work and two one-CPU worker nodes, each with its own temp dir — and
+`vidforge serve --ray-address` joining them. A render's segment tasks run on both worker nodes and the output
+is exact; a worker node lost mid-render costs nothing but time: its segment runs again on the other node and
+the render completes, exact, with every task accounted for.
+
+Where each task ran is read from Ray's state API (every attempt of every task, with its node), never from
+vidforge itself. The tests run in file order: the second one ends with one worker node left.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from render_kernels import RenderSpec, choose_video_encoder, encode_segment, mux_segments, plan_segments, probe
+from serve_app.render_driver import encode_segment_parts
+from tests.cluster import LocalCluster
+from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, upload, wait_until
+from tests.media import decode_all, make_clip, psnr_y
+
+pytestmark = pytest.mark.ray
+
+SECONDS = 10.0  # two segments of 5 s (keyframe every second), long enough to catch one in flight
+FPS = 30
+WORKERS = ("worker1", "worker2")
+SEGMENT_TASK = encode_segment_parts.__name__
+IN_FLIGHT_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # Short, outside pytest's tmp tree: Ray puts unix sockets under each node's temp dir (108-byte path limit).
+    root = Path(tempfile.mkdtemp(prefix="vfc-", dir="/tmp"))
+    local = LocalCluster(root)
+    try:
+        yield local.start(worker_cpus=(1, 1))
+    finally:
+        local.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(cluster, tmp_path_factory):
+    process = ServerProcess(tmp_path_factory.mktemp("cluster") / "data",
+                            env={**cluster.env, "RAY_ADDRESS": cluster.address})
+    try:
+        yield process.start()
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    """The source, and the same render made in one segment, in this process (the kernels need no Ray)."""
+    root = tmp_path_factory.mktemp("cluster-media")
+    source = make_clip(str(root / "source.mp4"), seconds=SECONDS, fps=FPS, gop=FPS)
+    info = probe(source)
+    assert len(plan_segments(info, len(WORKERS))) == 2, "the source must split into one segment per worker"
+    spec = RenderSpec("mp4", "720p", video_encoder=choose_video_encoder("mp4"))
+    whole = plan_segments(info, 1)
+    reference = mux_segments([encode_segment(source, whole[0], spec, info)], None, "mp4", str(root / "one.mp4"), info.fps)
+    return source, decode_all(reference.path)
+
+
+def segment_attempts(cluster: LocalCluster, seen: set[str]) -> list[dict]:
+    """Every attempt of every segment task the cluster ran, except the tasks in `seen` (earlier renders)."""
+    return [a for a in cluster.state("tasks", func_or_class_name=SEGMENT_TASK) if a["task_id"] not in seen]
+
+
+def render(server: ServerProcess, source: str) -> tuple[Wire, str]:
+    wire = Wire(server.url, tasks=True)
+    args = {"source_asset_uri": upload(server, source), "output_format": "mp4", "resolution": "720p"}
+    return wire, wire.tool("vidforge_render_video", args)["taskId"]
+
+
+def check_output(server: ServerProcess, task_id: str, reference, tmp_path: Path) -> None:
+    """The artifact, as any client downloads it, has every frame and matches the one-segment render."""
+    response = httpx.get(f"{server.base}/artifacts/{task_id}/final.mp4", timeout=120)
+    assert response.status_code == 200, response.text
+    (tmp_path / "final.mp4").write_bytes(response.content)
+    output = decode_all(str(tmp_path / "final.mp4"))
+    assert output.frame_count == reference.frame_count == round(SECONDS * FPS)
+    assert (output.width, output.height) == (1280, 720)
+    scores = [psnr_y(a, b) for a, b in zip(output.frames, reference.frames)]
+    assert min(scores) >= 40, f"worst frame {scores.index(min(scores))}: {min(scores):.1f} dB"
+
+
+def test_segments_run_on_both_worker_nodes_and_the_output_is_exact(cluster, server, media, tmp_path):
+    source, reference = media
+    seen = {a["task_id"] for a in segment_attempts(cluster, set())}
+    started = time.monotonic()
+    wire, task_id = render(server, source)
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    elapsed = time.monotonic() - started
+    assert done["status"] == "completed" and done["result"]["isError"] is False, done
+
+    attempts = segment_attempts(cluster, seen)
+    assert len({a["task_id"] for a in attempts}) == 2
+    ran_on = sorted(str(cluster.node_name(a["node_id"])) for a in attempts if a["state"] == "FINISHED")
+    assert ran_on == list(WORKERS), attempts  # one segment on each worker, none on the head, none twice
+    check_output(server, task_id, reference, tmp_path)
+    print(f"\ncluster render: 3 nodes (head + {len(WORKERS)} x 1 CPU), segments on {ran_on}, "
+          f"{SECONDS:g} s 320x180 source -> 720p in {elapsed:.1f} s (upload to completed)")
+
+
+def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, media, tmp_path):
+    source, reference = media
+    seen = {a["task_id"] for a in segment_attempts(cluster, set())}
+    started = time.monotonic()
+    wire, task_id = render(server, source)
+
+    def both_encoding() -> bool:
+        attempts = segment_attempts(cluster, seen)
+        return {cluster.node_name(a["node_id"]) for a in attempts if a["state"] == "RUNNING"} == set(WORKERS)
+
+    wait_until(both_encoding, IN_FLIGHT_TIMEOUT_S, interval=0.2, message="a segment running on each worker node")
+    cluster.nodes["worker2"].kill()
+    killed_at = time.monotonic()
+    status = wire.task("tasks/get", task_id)["result"]
+    assert status["status"] == "working", status  # the render was in flight when its node went
+
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is False, done
+    attempts = segment_attempts(cluster, seen)
+    by_task: dict[str, list[tuple[str | None, str]]] = {}
+    for a in attempts:
+        by_task.setdefault(a["task_id"], []).append((cluster.node_name(a["node_id"]), a["state"]))
+    assert len(by_task) == 2
+    # The attempt on the lost node was cut short, and every segment finished on the node that is left.
+    cut = [run for runs in by_task.values() for run in runs if run[0] == "worker2" and run[1] != "FINISHED"]
+    assert cut, by_task
+    assert all(("worker1", "FINISHED") in runs for runs in by_task.values()), by_task
+    check_output(server, task_id, reference, tmp_path)
+    print(f"\nnode loss: worker2 killed {killed_at - started:.1f} s into the render; completed on worker1 "
+          f"{time.monotonic() - killed_at:.1f} s later; attempts {by_task}")

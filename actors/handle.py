@@ -6,6 +6,7 @@ import logging
 import ray
 
 from actors.task_registry import TaskRegistry
+from media_store import MediaStore
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,14 @@ def singleton_actor_options(name: str, namespace: str) -> dict:
     }
 
 
-def get_or_create_registry(data_dir: str, config: dict, namespace: str = "vidforge") -> ray.actor.ActorHandle:
-    """One registry per cluster, recovering from the store under ``data_dir`` whenever it is restarted; its
-    sweep re-drives unleased tasks through the namespace's render supervisor."""
+def get_or_create_registry(
+    state_dir: str, config: dict, namespace: str = "vidforge", media: MediaStore | None = None
+) -> ray.actor.ActorHandle:
+    """One registry per cluster, recovering from the store under ``state_dir`` (on the head node, where it is
+    pinned) whenever it is restarted; its sweep deletes expired files from ``media`` (default: ``state_dir``)
+    and re-drives unleased tasks through the namespace's render supervisor."""
     handle = ray.remote(TaskRegistry).options(**singleton_actor_options(REGISTRY_NAME, namespace)).remote(
-        data_dir, config, driver=NamedSupervisor(namespace)
+        state_dir, config, driver=NamedSupervisor(namespace), media=media
     )
     # Housekeeping otherwise starts with the first call; start it now (idempotent, fire-and-forget).
     handle.start.remote()

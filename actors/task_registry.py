@@ -14,19 +14,19 @@ every other caller; the only suspension points are publishing a change and waiti
 
 import asyncio
 import base64
-import contextlib
 import copy
 import json
 import logging
 import secrets
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.store import TaskStore
-from serve_app.storage_hygiene import assets_named, expired_assets, hide_assets, settle_hidden
+from media_store import LocalMediaStore, MediaStore
+from media_store.artifacts import delete_renders
+from media_store.assets import AssetIndex, assets_named, hide_assets, settle_hidden
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,15 @@ class TaskRegistry:
     """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
 
     def __init__(
-        self, data_dir: str, config: dict, clock: Callable[[], float] = time.time, driver: Driver | None = None
+        self,
+        state_dir: str,
+        config: dict,
+        clock: Callable[[], float] = time.time,
+        driver: Driver | None = None,
+        media: MediaStore | None = None,
     ) -> None:
+        """State in a SQLite file under ``state_dir``; the sweep deletes files from ``media`` (default: a
+        local directory, ``state_dir`` itself, as in a single-node data dir)."""
         # Only the registry's own keys: the service may hand over its whole configuration.
         self._config = {key: config.get(key, default) for key, default in DEFAULTS.items()}
         self._clock = clock
@@ -132,8 +139,9 @@ class TaskRegistry:
         # whose start is on its way nor a driver that has not beaten since a registry restart is poked.
         self._leases: dict[str, int] = {}
         self._started_ms = self._now_ms()
-        self._data_dir = data_dir  # assets live under it too: the sweep applies their retention
-        self._store = TaskStore(data_dir)
+        self._media = media if media is not None else LocalMediaStore(state_dir)
+        self._assets = AssetIndex(self._media)  # the sweep applies the assets' retention too
+        self._store = TaskStore(state_dir)
         self._tasks: dict[str, dict] = {rec["task_id"]: rec for rec in self._store.load_tasks()}
         self._unsaved: dict[str, int] = {}  # task id -> version bumps not yet in the store
         for rec in self._tasks.values():
@@ -606,11 +614,12 @@ class TaskRegistry:
         return expires
 
     async def _delete(self, recs: list[dict]) -> None:
-        """Delete terminal tasks with their artifact files: the files in a thread, the records in one commit.
+        """Delete terminal tasks with their files (preview included): the files in a thread, the records in one commit.
 
         Files first: a crash in between leaves records whose files are gone, which the next sweep finishes,
         rather than orphaned files nothing points at."""
-        await asyncio.to_thread(_remove_artifact_files, [rec["artifact"] for rec in recs if rec["artifact"]])
+        renders = [(rec["task_id"], rec["artifact"]["ext"] if rec["artifact"] else None) for rec in recs]
+        await asyncio.to_thread(delete_renders, self._media, renders)
         self._store.delete_tasks([rec["task_id"] for rec in recs])
         for rec in recs:
             self._tasks.pop(rec["task_id"], None)
@@ -621,17 +630,16 @@ class TaskRegistry:
         names; returns how many went.
 
         The in-use check runs here, the file work in threads, so a render may be created in between: the
-        assets are first hidden (renamed; a new render's resolve then fails like an unknown id), then checked
-        again, and those a render took meanwhile are put back. A create whose assets resolved before they were
+        assets are first hidden (their metadata deleted; a new render's resolve then fails like an unknown id),
+        then checked again, and those a render took meanwhile are put back. A create whose assets resolved before they were
         hidden but that commits only after this check ends as ``source_not_found`` when its render starts."""
         uploaded_before_s = now_ms / 1000 - self._config["asset_retention_s"]
-        candidates = await asyncio.to_thread(
-            expired_assets, self._data_dir, uploaded_before_s, self._assets_in_use(), batch
-        )
-        hidden = await asyncio.to_thread(hide_assets, self._data_dir, candidates)
+        candidates = await asyncio.to_thread(self._assets.expired, uploaded_before_s, self._assets_in_use(), batch)
+        hidden = await asyncio.to_thread(hide_assets, self._media, candidates)
         in_use = self._assets_in_use()
         gone = [asset_id for asset_id in hidden if asset_id not in in_use]
-        await asyncio.to_thread(settle_hidden, self._data_dir, [a for a in hidden if a in in_use], gone)
+        restore = {asset_id: meta for asset_id, meta in hidden.items() if asset_id in in_use}
+        await asyncio.to_thread(settle_hidden, self._media, restore, gone)
         return len(gone)
 
     def _assets_in_use(self) -> set[str]:
@@ -660,14 +668,3 @@ class TaskRegistry:
     def _active(self, principal: str) -> list[dict]:
         return [rec for rec in self._tasks.values() if rec["principal"] == principal and rec["status"] not in TERMINAL]
 
-
-def _remove_artifact_files(artifacts: list[dict]) -> None:
-    """Unlink every file the renders published, then their folders where nothing else lives there."""
-    for artifact in artifacts:
-        # `files` lists everything the render published (video, preview); older records name only `path`.
-        files = [Path(f) for f in artifact.get("files", [artifact["path"]])]
-        for file in files:
-            file.unlink(missing_ok=True)
-        for folder in {f.parent for f in files}:
-            with contextlib.suppress(OSError):  # only when nothing else lives there
-                folder.rmdir()

@@ -83,7 +83,7 @@ def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
     )
     x264 = [arg for key, value in X264_OPTIONS.items() for arg in (f"-{key}", value)]
     return [
-        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", source, "-i", spec.watermark.image_path,
+        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", source, "-i", spec.watermark.image,
         "-filter_complex", graph, "-map", "[out]", "-map", "0:a?", "-c:v", "libx264", *x264,
         "-c:a", "aac", "-b:a", str(AAC_BIT_RATE), "-movflags", "+faststart", out_path,
     ]

@@ -12,7 +12,7 @@ from .images import image_size, probe_image
 from .mux import MuxStats, mux_segments
 from .plan import Segment, plan_segments
 from .preview import render_preview
-from .probe import AudioInfo, SourceInfo, probe
+from .probe import AudioInfo, Media, MediaSource, SourceInfo, probe
 from .spec import RenderSpec, WatermarkSpec, output_size
 from .video import EncodedSegment, encode_segment
 
@@ -20,6 +20,8 @@ __all__ = [
     "AudioInfo",
     "EncodedAudio",
     "EncodedSegment",
+    "Media",
+    "MediaSource",
     "MuxStats",
     "RenderSpec",
     "Segment",

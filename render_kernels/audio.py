@@ -10,7 +10,7 @@ import av
 from av.audio.resampler import AudioResampler
 
 from .errors import UnsupportedMedia
-from .probe import describe, open_input
+from .probe import Media, describe, open_input
 
 AAC_BIT_RATE = 160_000
 OPUS_BIT_RATE = 128_000
@@ -34,7 +34,7 @@ class EncodedAudio:
     stats: dict = field(default_factory=dict)  # wall_s, samples
 
 
-def encode_audio(source_path: str, output_format: str) -> EncodedAudio | None:
+def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
     """Decode, resample and encode the first audio stream; None when the source has no audio.
 
     AAC keeps the source sample rate when it can carry it; Opus is always 48 kHz. Mono stays mono;

@@ -51,7 +51,7 @@ class Watermark:
     """
 
     def __init__(self, spec: WatermarkSpec, width: int, height: int, colorspace: int) -> None:
-        rgba = read_rgba(spec.image_path)
+        rgba = read_rgba(spec.image)
         img_h, img_w = rgba.shape[:2]
         wm_h = height * WATERMARK_HEIGHT
         wm_w = wm_h * img_w / img_h

@@ -8,13 +8,13 @@ from contextlib import contextmanager
 import av
 
 from .errors import UnsupportedMedia
-from .probe import SourceInfo, describe, main_video_stream, open_input
+from .probe import Media, SourceInfo, describe, main_video_stream, open_input
 
 DECODER_THREADS = 2  # decoding is bit-exact at any thread count; kept small as tasks run one per core
 
 
 @contextmanager
-def open_video(path: str) -> Iterator[tuple[av.container.InputContainer, av.VideoStream]]:
+def open_video(path: Media) -> Iterator[tuple[av.container.InputContainer, av.VideoStream]]:
     """The source's first video stream, set up for threaded decoding."""
     with open_input(path) as container:
         stream = main_video_stream(container)

@@ -11,13 +11,13 @@ import av
 from .compose import FramePipeline
 from .errors import UnsupportedMedia
 from .frames import frames_from, open_video
-from .probe import SourceInfo
+from .probe import Media, SourceInfo
 from .spec import RenderSpec, output_size
 
 PREVIEW_AT = 1 / 3  # fraction of the frames: past any intro, well before the credits
 
 
-def render_preview(source_path: str, info: SourceInfo, spec: RenderSpec) -> bytes:
+def render_preview(source_path: Media, info: SourceInfo, spec: RenderSpec) -> bytes:
     """PNG bytes of the frame at ~1/3 of the source, at the output size, watermark applied."""
     width, height = output_size(info.width, info.height, spec.resolution)
     target = int(info.frame_count * PREVIEW_AT)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import BinaryIO, ContextManager, Protocol, Union
 
 import av
 
@@ -72,6 +75,22 @@ class MediaLimits:
 NO_LIMITS = MediaLimits()
 
 
+class MediaSource(Protocol):
+    """Media that is not a file on this node (e.g. an object in a bucket): `open` gives a seekable binary file
+    for one read, which fetches only the byte ranges the demuxer asks for. Picklable, so a task can take it."""
+
+    def open(self) -> ContextManager[BinaryIO]: ...
+
+
+# What every kernel reads: a local path (opened natively by libav), or a MediaSource.
+Media = Union[str, MediaSource]
+
+
+def open_binary(media: Media) -> ContextManager[BinaryIO]:
+    """`media` as a binary file, for readers that are not libav (Pillow, a header check)."""
+    return open(media, "rb") if isinstance(media, str) else media.open()
+
+
 @dataclass(frozen=True)
 class AudioInfo:
     codec: str
@@ -89,7 +108,7 @@ class SourceInfo:
     with only the contract fields still works (keyframe frame indices are then derived from times and fps).
     """
 
-    path: str
+    path: Media
     duration_s: float
     fps: float
     frame_count: int
@@ -114,16 +133,28 @@ def frame_rate(fps: float) -> Fraction:
     return Fraction(fps).limit_denominator(MAX_RATE_DENOMINATOR)
 
 
-def open_input(path: str) -> av.container.InputContainer:
-    """Open a local media file, turning "not media" into UnsupportedMedia (a missing file stays OSError)."""
-    if os.path.getsize(path) == 0:
-        raise UnsupportedMedia("file is empty")
-    try:
-        return av.open(path, metadata_errors="ignore")
-    except MemoryError:  # av.error.MemoryError too: out of memory is the caller's limit, not the media's fault
-        raise
-    except av.FFmpegError as err:
-        raise UnsupportedMedia(f"cannot open: {describe(err)}") from err
+@contextmanager
+def open_input(media: Media) -> Iterator[av.container.InputContainer]:
+    """Open media, turning "not media" into UnsupportedMedia (a missing file stays OSError)."""
+    with nullcontext(media) if isinstance(media, str) else media.open() as opened:
+        if _size(opened) == 0:
+            raise UnsupportedMedia("file is empty")
+        try:
+            container = av.open(opened, metadata_errors="ignore")
+        except MemoryError:  # av.error.MemoryError too: out of memory is the caller's limit, not the media's fault
+            raise
+        except av.FFmpegError as err:
+            raise UnsupportedMedia(f"cannot open: {describe(err)}") from err
+        with container:
+            yield container
+
+
+def _size(opened: str | BinaryIO) -> int:
+    if isinstance(opened, str):
+        return os.path.getsize(opened)
+    size = opened.seek(0, os.SEEK_END)
+    opened.seek(0)
+    return size
 
 
 def describe(err: av.FFmpegError) -> str:
@@ -145,7 +176,7 @@ def main_video_stream(container: av.container.InputContainer) -> av.VideoStream:
     raise UnsupportedMedia("no video stream")
 
 
-def probe(path: str, limits: MediaLimits = NO_LIMITS) -> SourceInfo:
+def probe(path: Media, limits: MediaLimits = NO_LIMITS) -> SourceInfo:
     """Probe a source video with one demux pass (exact frame count, keyframes) plus one decoded frame.
 
     The work is bounded by the file size and by `limits`: packets are read once (and no further than a

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .probe import Media
+
 RESOLUTION_BOXES = {"720p": (1280, 720), "1080p": (1920, 1080), "4k": (3840, 2160)}
 # Video encoders each container accepts (the first is the CPU default; see encoders.choose_video_encoder).
 FORMAT_ENCODERS = {"mp4": ("libx264", "h264_nvenc"), "mov": ("libx264", "h264_nvenc"), "webm": ("libvpx-vp9",)}
@@ -12,7 +14,7 @@ POSITIONS = ("top_left", "top_right", "bottom_left", "bottom_right", "center")
 
 @dataclass(frozen=True)
 class WatermarkSpec:
-    image_path: str
+    image: Media
     position: str = "bottom_right"
     opacity: float = 1.0
 

@@ -11,7 +11,7 @@ from .compose import FramePipeline
 from .encoders import choose_video_encoder, open_video_encoder
 from .frames import frames_from, open_video
 from .plan import Segment
-from .probe import SourceInfo, frame_rate
+from .probe import Media, SourceInfo, frame_rate
 from .spec import RenderSpec, output_size
 
 
@@ -37,7 +37,7 @@ class EncodedSegment:
     stats: dict = field(default_factory=dict)  # decode_s (decode+scale+watermark), encode_s, wall_s, fps
 
 
-def encode_segment(source_path: str, segment: Segment, spec: RenderSpec, info: SourceInfo,
+def encode_segment(source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo,
                    on_frame: Callable[[int], None] | None = None) -> EncodedSegment:
     """Encode the segment's frames with a fresh encoder (so its first frame is a keyframe).
 

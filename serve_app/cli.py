@@ -22,22 +22,32 @@ def _serve(args: argparse.Namespace) -> int:
     except (TokenFileError, OAuthConfigError) as exc:
         print(f"vidforge: {exc}", file=sys.stderr)
         return 2
+    from media_store import StorageUrlError
+    from serve_app.handles import media_store
+
+    try:
+        media = media_store(config)
+    except StorageUrlError as exc:
+        print(f"vidforge: {exc}", file=sys.stderr)
+        return 2
     os.makedirs(config.data_dir, exist_ok=True)
+    os.makedirs(config.state_dir, exist_ok=True)
 
     import ray
 
+    from media_store.hygiene import remove_leftovers
     from serve_app.deployment import deploy
     from serve_app.handles import registry_handle
-    from serve_app.storage_hygiene import remove_leftovers
     from serve_app.supervisor import supervisor_handle
 
     ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
     print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
+    print(f"vidforge: media in {media.description}; registry state in {config.state_dir}", flush=True)
     registry = registry_handle(config)
     ray.get(registry.start.remote())
     # Before any render or upload can be in progress: what crashed writers left goes, every stored asset and
     # every file of a task the registry holds stays.
-    removed = remove_leftovers(config.data_dir, ray.get(registry.task_ids.remote()))
+    removed = remove_leftovers(media, ray.get(registry.task_ids.remote()))
     if any(removed.values()):
         print(f"vidforge: removed crash leftovers: {removed}", flush=True)
     # Resumes renders that were in flight when the server last stopped, before accepting new ones.

@@ -25,6 +25,8 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 8000
     data_dir: str = ".vidforge"
+    state_dir: str | None = None  # the registry's SQLite database, on the head node's own disk; None: data_dir
+    storage_url: str | None = None  # media (assets, previews, videos): s3://BUCKET/PREFIX; None: under data_dir
     ray_address: str | None = None
     tokens_file: str | None = None
     oauth_issuer: str | None = None
@@ -72,6 +74,8 @@ class Config:
         # Every default is the field's own, written once above.
         values = dict(
             data_dir=os.environ.get("VIDFORGE_DATA_DIR", cls.data_dir),
+            state_dir=os.environ.get("VIDFORGE_STATE_DIR") or None,
+            storage_url=os.environ.get("VIDFORGE_STORAGE_URL") or None,
             ray_address=os.environ.get("RAY_ADDRESS") or None,
             tokens_file=os.environ.get("VIDFORGE_TOKENS_FILE") or None,
             oauth_issuer=os.environ.get("VIDFORGE_OAUTH_ISSUER") or None,
@@ -119,6 +123,7 @@ class Config:
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["data_dir"] = str(Path(values["data_dir"]).resolve())
+        values["state_dir"] = str(Path(values["state_dir"] or values["data_dir"]).resolve())
         return cls(**values)
 
     def registry_config(self) -> dict:

@@ -1,10 +1,18 @@
-"""Handle to the cluster's TaskRegistry actor, configured from the operator `Config`."""
+"""Handle to the cluster's TaskRegistry actor and the media store, configured from the operator `Config`."""
 
 from __future__ import annotations
 
 from actors import get_or_create_registry
+from media_store import MediaStore, open_media_store
 from serve_app.config import Config
 
 
+def media_store(config: Config) -> MediaStore:
+    """Where assets, previews and videos live: VIDFORGE_STORAGE_URL, or the data dir itself."""
+    return open_media_store(config.storage_url, config.data_dir)
+
+
 def registry_handle(config: Config):
-    return get_or_create_registry(config.data_dir, config.registry_config(), namespace=config.namespace)
+    return get_or_create_registry(
+        config.state_dir or config.data_dir, config.registry_config(), config.namespace, media_store(config)
+    )

@@ -1,22 +1,27 @@
 """Plain-HTTP file routes beside `/mcp`: asset upload and artifact download (architecture: operator interface).
 
 Both sit behind the same bearer auth as `/mcp` and answer errors with the contract's envelope under `error`.
+They see the service only through `FileService`; the bytes stream from and to the media store (a local
+directory or a bucket), never whole in memory.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
 
-import anyio
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
+from werkzeug.http import parse_range_header
 
+from media_store import MediaStore
 from mcp_protocol.errors import VidforgeError
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import OverLimit
-from serve_app.assets import AssetQuotaExceeded, AssetTooLarge
+from serve_app.assets import Asset, AssetQuotaExceeded, AssetTooLarge
 from serve_app.disk_full import is_disk_full, upload_storage_full
 from serve_app.media_limits import media_refusal
 from serve_app.refusals import error_response
@@ -44,27 +49,56 @@ def _quota_exceeded(exc: AssetQuotaExceeded, retention_s: int) -> VidforgeError:
     )
 
 
-class AssetUpload:
-    """`POST /assets` (raw body, optional `?filename=`): streamed to disk, size-limited, probed → `{"uri"}`."""
+@dataclass(frozen=True)
+class UploadLimits:
+    max_bytes: int  # VIDFORGE_MAX_ASSET_BYTES
+    retention_s: int  # VIDFORGE_ASSET_RETENTION_S, which the quota refusal states
 
-    def __init__(self, service) -> None:
-        self.service = service
+
+@dataclass(frozen=True)
+class ArtifactFile:
+    """A finished video as the download streams it: where it is, and what the response says about it."""
+
+    media: MediaStore
+    key: str
+    size_bytes: int  # as stored now
+    mime: str
+    filename: str
+
+
+class FileService(Protocol):
+    """What the file routes need of the service (serve_app.service.RayRenderService implements it)."""
+
+    upload_limits: UploadLimits
+
+    async def add_asset(self, chunks: AsyncIterator[bytes], principal: str, filename: str) -> Asset:
+        """Store and parse an upload (AssetStore.add_stream: its exceptions are the refusals)."""
+
+    async def artifact_file(self, principal: str, render_id: str, ext: str) -> ArtifactFile:
+        """The principal's finished video; VidforgeError (resource_not_found) when there is none, gone included."""
+
+
+class AssetUpload:
+    """`POST /assets` (raw body, optional `?filename=`): streamed into the store, size-limited, probed → `{"uri"}`."""
+
+    def __init__(self, files: FileService) -> None:
+        self.files = files
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        store = self.service.assets
+        limits = self.files.upload_limits
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > store.max_bytes:
-            await error_response(413, _too_large(store.max_bytes))(scope, receive, send)
+        if declared.isdigit() and int(declared) > limits.max_bytes:
+            await error_response(413, _too_large(limits.max_bytes))(scope, receive, send)
             return
         try:
-            asset = await store.add_stream(
+            asset = await self.files.add_asset(
                 request.stream(), request.user.identity, request.query_params.get("filename", "upload")
             )
         except AssetTooLarge:
-            response = error_response(413, _too_large(store.max_bytes))
+            response = error_response(413, _too_large(limits.max_bytes))
         except AssetQuotaExceeded as exc:
-            response = error_response(413, _quota_exceeded(exc, store.retention_s))
+            response = error_response(413, _quota_exceeded(exc, limits.retention_s))
         except OSError as exc:
             if not is_disk_full(exc):
                 raise
@@ -79,21 +113,40 @@ class AssetUpload:
 
 
 class ArtifactDownload:
-    """`GET /artifacts/{render_id}/final.{ext}`: the finished render, with Range support (Starlette FileResponse)."""
+    """`GET /artifacts/{render_id}/final.{ext}`: the finished render, streamed from the store with Range support
+    (one `bytes` range → 206; a range past the end → 416; several ranges, or one not understood → the whole
+    file, as RFC 9110 §14.2 allows)."""
 
-    def __init__(self, service) -> None:
-        self.service = service
+    def __init__(self, files: FileService) -> None:
+        self.files = files
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         render_id, ext = request.path_params["render_id"], request.path_params["ext"]
         try:
-            artifact = await self.service.artifact(request.user.identity, render_id, ext)
+            artifact = await self.files.artifact_file(request.user.identity, render_id, ext)
         except VidforgeError as error:
             await error_response(404, error)(scope, receive, send)
             return
-        exists = await anyio.to_thread.run_sync(os.path.exists, artifact["path"])
-        if not exists:
-            await error_response(404, self.service.artifact_missing(render_id))(scope, receive, send)
-            return
-        await FileResponse(artifact["path"], media_type=artifact["mime"], filename=f"final.{ext}")(scope, receive, send)
+        await _ranged(artifact, request.headers.get("range"), request.method == "HEAD")(scope, receive, send)
+
+
+def _ranged(artifact: ArtifactFile, range_header: str | None, head: bool) -> Response:
+    size = artifact.size_bytes
+    headers = {
+        "accept-ranges": "bytes",
+        "content-disposition": f'attachment; filename="{artifact.filename}"',
+    }
+    start, end, status = 0, size, 200
+    requested = parse_range_header(range_header) if range_header else None
+    if requested is not None and requested.units == "bytes" and len(requested.ranges) == 1:
+        span = requested.range_for_length(size)
+        if span is None:
+            return Response(status_code=416, headers={**headers, "content-range": f"bytes */{size}"})
+        (start, end), status = span, 206
+        headers["content-range"] = f"bytes {start}-{end - 1}/{size}"
+    headers["content-length"] = str(end - start)
+    if head:
+        return Response(status_code=status, headers=headers, media_type=artifact.mime)
+    chunks = artifact.media.read_stream(artifact.key, start, end)
+    return StreamingResponse(chunks, status_code=status, headers=headers, media_type=artifact.mime)

@@ -3,8 +3,9 @@
 libav is a large C library, and what it parses here is whatever a tenant uploaded. A crash, a runaway
 allocation or a hang inside it must end that one upload with a clear error and nothing else, so no parse of
 uploaded bytes runs in a shared process such as the Serve ingress. `parse_isolated` runs any kernel that
-takes a path (inspect_media, probe, render_preview) in a fresh single-use Ray actor — one worker process,
-killed when the parse ends — that first caps its own memory:
+takes media (inspect_media, probe, render_preview) in a fresh single-use Ray actor — one worker process,
+killed when the parse ends — that first caps its own memory. A local file is parsed on this node; an object
+in a bucket is read by the parser itself, wherever it runs, fetching only the ranges it decodes:
 
 - memory: RLIMIT_DATA at what the idle worker already uses plus VIDFORGE_PARSE_MEMORY_BYTES (Ray does not
   enforce `memory=`). DATA rather than AS: a Ray worker maps the whole object store and every decoder thread
@@ -33,14 +34,14 @@ from typing import Any, Callable
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from render_kernels import UnsupportedMedia, image_size, probe, probe_image
-from render_kernels.probe import MediaLimits, OverLimit
+from render_kernels import Media, UnsupportedMedia, image_size, probe, probe_image
+from render_kernels.probe import MediaLimits, OverLimit, open_binary
 from serve_app.config import Config
 
 logger = logging.getLogger(__name__)
 
 
-def inspect_media(path: str, limits: MediaLimits) -> dict[str, Any]:
+def inspect_media(path: Media, limits: MediaLimits) -> dict[str, Any]:
     """What an upload is: the facts stored with the asset (create checks them against the limits then in force).
 
     A still image is recognised and sized from its header first (Pillow reads no pixel) and held to its limit
@@ -78,17 +79,17 @@ class MediaParser:
         _cap_memory(memory_bytes)
         self.fault_prefix = fault_prefix.encode()
 
-    def run(self, fn: Callable[..., Any], path: str, *args: Any) -> Any:
+    def run(self, fn: Callable[..., Any], path: Media, *args: Any) -> Any:
         if self.fault_prefix:
             _test_fault(path, self.fault_prefix)
         return fn(path, *args)
 
 
-def _test_fault(path: str, prefix: bytes) -> None:
+def _test_fault(path: Media, prefix: bytes) -> None:
     """Test seam (VIDFORGE_TEST_PARSE_FAULT_PREFIX, unset in production): a file starting with the prefix and
     then `abort` crashes this parser process, with `hang` blocks it for good — a libav crash and a libav hang
     on chosen bytes, while every other file on the same server parses normally."""
-    with open(path, "rb") as head:
+    with open_binary(path) as head:
         start = head.read(len(prefix) + 5)
     if start.startswith(prefix + b"abort"):
         os.abort()
@@ -112,13 +113,16 @@ class ParseBounds:
         return cls(config.parse_timeout_s, config.parse_memory_bytes, config.parse_fault_prefix)
 
 
-async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: str, *args: Any) -> Any:
+async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: Media, *args: Any) -> Any:
     """`fn(path, *args)` in a MediaParser of its own; its value, or UnsupportedMedia (OverLimit past the memory
     or time limit) saying why not. `fn` is a kernel (or `inspect_media`) and must raise nothing else for bad
     media; any other failure is logged here and answered as unusable media, never as a server error.
     Cancelling the caller kills the parser."""
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)  # the file is here
-    parser = _parser_actor.options(scheduling_strategy=here).remote(bounds.memory_bytes, bounds.fault_prefix)
+    if isinstance(path, str):  # a local file: it is on this node
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        parser = _parser_actor.options(scheduling_strategy=here).remote(bounds.memory_bytes, bounds.fault_prefix)
+    else:
+        parser = _parser_actor.remote(bounds.memory_bytes, bounds.fault_prefix)
     try:
         await parser.__ray_ready__.remote()
         return await asyncio.wait_for(_unwrapped(parser.run.remote(fn, path, *args)), bounds.timeout_s)

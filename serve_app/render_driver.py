@@ -1,7 +1,7 @@
-"""The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file on this node.
+"""The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file in the media store.
 
     probe (isolated) -> plan_segments -> [render_preview (isolated)] -> encode_segment x N  ||  encode_audio
-        -> [approval gate] -> mux_segments (Ray task pinned to this node) -> out_path
+        -> [approval gate] -> mux_segments (Ray task) -> out_path in job.media
 
 Data flow: raw frames never leave a task. Each segment task returns two objects, a small summary (frame
 count, timings) that the driver awaits for fail-fast error detection, and the encoded segment, which goes
@@ -20,10 +20,12 @@ Where things run:
   and the supervisor and every other render carry on. The probe also holds the source to `job.limits` again
   (they may have been lowered since the upload). The preview is an asyncio future, so cancelling the render
   kills its parser.
-- mux runs in a Ray task pinned to this node (`NodeAffinitySchedulingStrategy`, hard) rather than in a
-  thread: the artifact store is this node's disk; a task can be force-cancelled mid-write, where a thread
+- mux runs in a Ray task rather than in a thread: a task can be force-cancelled mid-write, where a thread
   would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
-  into a private staging directory beside `out_path`, so every leftover of a killed mux is removed exactly.
+  into a private staging folder (`MediaStore.staged`), then hands the file to the store: a rename beside
+  `out_path` on a local store (the task is then pinned to this node, whose disk that is), a multipart upload
+  from wherever it ran on a bucket. Sources are read where the tasks run: a local path on a local store, a
+  ranged reader of the object on a bucket (render_kernels.MediaSource).
 - the video encoder is chosen once per render, on a GPU node when the cluster has GPUs (h264_nvenc when it
   opens there, else libx264), and written into the spec every segment gets: all segments must share one
   encoder (one stream, one set of parameter sets), and a retried segment must not switch encoders. Segment
@@ -40,8 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -49,10 +49,12 @@ from typing import Any, Protocol
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from media_store import LocalMediaStore, MediaStore
 from mcp_protocol.progress import MUXING, PROBING, RENDERING, RenderProgress, SpeedMeter
 from render_kernels import (
     EncodedAudio,
     EncodedSegment,
+    Media,
     MuxStats,
     RenderSpec,
     Segment,
@@ -75,18 +77,20 @@ GPU_ENCODERS = frozenset({"h264_nvenc"})
 ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
 PROGRESS_INTERVAL_S = 0.5  # how often a segment task reports its frames, and the driver reads them
+FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and preview_path are local paths
 
 
 @dataclass(frozen=True)
 class RenderJob:
-    source_path: str
+    source_path: Media  # a local path, or an object of the media store (render_kernels.MediaSource)
     spec: RenderSpec
-    out_path: str
-    preview_path: str | None = None  # where the watermark preview PNG goes; used only when spec.watermark
+    out_path: str  # where the video goes, as a key of `media`
+    preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
     workers: int = 0  # segments to aim for; 0: the cluster's CPU count
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
     limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
+    media: MediaStore = FILESYSTEM
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:
@@ -146,10 +150,14 @@ def encode_segment_parts(source_path: str, segment: Segment, spec: RenderSpec, i
     return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
 
 
-def _mux(audio: EncodedAudio | None, output_format: str, out_path: str, fps: float,
+def _mux(audio: EncodedAudio | None, output_format: str, media: MediaStore, out_path: str, fps: float,
          *segments: EncodedSegment) -> MuxStats:
-    """`mux_segments` taking the segments as top-level arguments, so Ray resolves them in the task."""
-    return mux_segments(list(segments), audio, output_format, out_path, fps)
+    """`mux_segments` taking the segments as top-level arguments, so Ray resolves them in the task; the file
+    is made in a staging folder on this node and then handed to the store (a rename, or a multipart upload)."""
+    with media.staged(out_path) as staged:
+        stats = mux_segments(list(segments), audio, output_format, staged, fps)
+        media.put_file(staged, out_path, move=True)
+    return replace(stats, path=out_path)
 
 
 # The remote function segment tasks run (`num_returns=2`: summary, segment). A module attribute, so a test
@@ -185,7 +193,6 @@ class RenderRun:
     stages: dict[str, float] = field(default_factory=dict, init=False)
     segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
-    _staging: str | None = field(default=None, init=False)  # the mux's private directory, once made
     _tally: Any = field(default=None, init=False)  # the FrameTally actor, once the segments are planned
     _frames_reported: int = field(default=0, init=False)
     _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
@@ -195,14 +202,12 @@ class RenderRun:
         try:
             return await self._render()
         except BaseException:
-            await self._cancel_unfinished()
-            _remove(self.job.out_path)
+            await self._cancel_unfinished()  # a cancelled mux is gone: it cannot publish the file any more
+            await asyncio.to_thread(self.job.media.delete, [self.job.out_path])
             raise
         finally:
             if self._tally is not None:  # every segment task has ended (or was cancelled): nobody reports
                 ray.kill(self._tally)
-            if self._staging is not None:  # only now: a cancelled mux is gone, it cannot write there any more
-                shutil.rmtree(self._staging, ignore_errors=True)
             self.stages["total"] = time.perf_counter() - started
 
     async def _render(self) -> MuxStats:
@@ -295,23 +300,20 @@ class RenderRun:
     async def _approval_gate(self, preview: asyncio.Future) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""
         png = await self._timed("preview", preview)
-        await asyncio.to_thread(_write_atomically, self.job.preview_path, png)
+        await asyncio.to_thread(self.job.media.put_bytes, self.job.preview_path, png)
         approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
 
     async def _mux(self, audio: ray.ObjectRef, encoded: list[ray.ObjectRef], output_format: str,
                    fps: float) -> MuxStats:
-        out_path = os.path.abspath(self.job.out_path)
-        os.makedirs(os.path.dirname(out_path), exist_ok=True)
-        self._staging = tempfile.mkdtemp(prefix=".mux-", dir=os.path.dirname(out_path))
-        staged = os.path.join(self._staging, os.path.basename(out_path))
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, *encoded)
-        stats = await _value(ref)
-        os.chmod(staged, 0o644)  # the kernel's temp file is private; the artifact is served to its owner
-        os.replace(staged, out_path)  # same directory tree, so atomic
-        return replace(stats, path=self.job.out_path)
+        media = self.job.media
+        options = {}
+        if media.node_local:  # its files are on this node's disk
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            options["scheduling_strategy"] = here
+        ref = self._submit(_mux_task, options, audio, output_format, media, self.job.out_path, fps, *encoded)
+        return await _value(ref)
 
     def _submit(self, task, options: dict[str, Any], *args) -> Any:
         """Start a task, remembering it (by its first return) for cancellation."""
@@ -351,25 +353,3 @@ async def _settled(ref: ray.ObjectRef) -> None:
     except Exception:  # noqa: BLE001 - a cancelled task's ref resolves to TaskCancelledError; any end will do
         pass
 
-
-def _write_atomically(path: str, data: bytes) -> None:
-    """Write `path` so that readers see either nothing or the whole file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())  # on disk before it has its name: a power loss cannot leave it empty
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -1,11 +1,12 @@
 """`RenderService` over Ray: what a Serve replica calls for every MCP and HTTP request.
 
 Stateless: task state lives in the TaskRegistry actor, rendering in the RenderSupervisor actor, bytes in
-the data dir. Any replica can answer any request.
+the media store (the data dir, or a bucket). Any replica can answer any request.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -17,10 +18,11 @@ from mcp_protocol.errors import VidforgeError, repair
 from mcp_protocol.results import watermark_rejected_result
 from mcp_protocol.service import ServiceSettings
 from mcp_protocol.tools import idempotency_conflict
-from serve_app.artifacts import preview_path
+from media_store.artifacts import final_key, preview_key
 from render_kernels.probe import OverLimit
 from serve_app.assets import Asset, AssetStore
 from serve_app.config import Config
+from serve_app.http_files import ArtifactFile, UploadLimits
 from serve_app.handles import registry_handle
 from serve_app.media_limits import check_stored_facts, media_refusal, unsupported_source
 from serve_app.supervisor import supervisor_handle
@@ -37,6 +39,7 @@ class RayRenderService:
             public_base_url=config.public_base_url,
         )
         self.assets = AssetStore(config)
+        self.upload_limits = UploadLimits(config.max_asset_bytes, config.asset_retention_s)
         self.registry = registry_handle(config)
         self.supervisor = supervisor_handle(config)
 
@@ -150,12 +153,28 @@ class RayRenderService:
                     f"Download it with GET {url} (same bearer token; Range requests supported).",
                 ),
             )
-        data = await anyio.Path(artifact["path"]).read_bytes()
-        return artifact, data
+        return artifact, await self._read(final_key(render_id, ext), render_id)
 
     async def read_preview(self, principal: str, render_id: str) -> bytes:
-        rec = await self.registry.get.remote(principal, render_id)
-        path = preview_path(self.config.data_dir, render_id)
-        if rec is None or not await anyio.Path(path).exists():
+        if await self.registry.get.remote(principal, render_id) is None:
             raise self.artifact_missing(render_id)
-        return await anyio.Path(path).read_bytes()
+        return await self._read(preview_key(render_id), render_id)
+
+    async def _read(self, key: str, render_id: str) -> bytes:
+        try:
+            return await anyio.to_thread.run_sync(self.assets.media.get_bytes, key)
+        except FileNotFoundError:
+            raise self.artifact_missing(render_id) from None
+
+    # -- serve_app.http_files.FileService ---------------------------------------------------------------
+
+    async def add_asset(self, chunks: AsyncIterator[bytes], principal: str, filename: str) -> Asset:
+        return await self.assets.add_stream(chunks, principal, filename)
+
+    async def artifact_file(self, principal: str, render_id: str, ext: str) -> ArtifactFile:
+        artifact = await self.artifact(principal, render_id, ext)
+        key = final_key(render_id, ext)
+        size = await anyio.to_thread.run_sync(self.assets.media.size, key)
+        if size is None:
+            raise self.artifact_missing(render_id)
+        return ArtifactFile(self.assets.media, key, size, artifact["mime"], f"final.{ext}")

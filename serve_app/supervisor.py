@@ -41,8 +41,8 @@ from mcp_protocol.results import (
     render_success_result,
     render_timeout_error,
 )
+from media_store.artifacts import discard, final_key, preview_key
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
-from serve_app.artifacts import discard, final_path, preview_path
 from serve_app.assets import AssetStore
 from serve_app.config import Config
 from serve_app.disk_full import is_disk_full, render_storage_full
@@ -137,16 +137,17 @@ def render_job(rec: dict[str, Any], config: Config, assets: AssetStore) -> Rende
     watermark = None
     if (wm := args.get("watermark")) is not None:
         image = assets.resolve(wm["image_asset_uri"], principal, "watermark.image_asset_uri")
-        watermark = WatermarkSpec(image_path=image.path, position=wm["position"], opacity=float(wm["opacity"]))
+        watermark = WatermarkSpec(image=assets.media_of(image), position=wm["position"], opacity=float(wm["opacity"]))
     spec = RenderSpec(output_format=args["output_format"], resolution=args["resolution"], watermark=watermark)
     return RenderJob(
-        source_path=source.path,
+        source_path=assets.media_of(source),
         spec=spec,
-        out_path=final_path(config.data_dir, task_id, args["output_format"]),
-        preview_path=preview_path(config.data_dir, task_id) if watermark else None,
+        out_path=final_key(task_id, args["output_format"]),
+        preview_path=preview_key(task_id) if watermark else None,
         workers=config.render_workers,
         parse=ParseBounds.of(config),
         limits=media_limits(config),
+        media=assets.media,
     )
 
 
@@ -225,24 +226,22 @@ class RenderSupervisor:
             job = render_job(rec, config, self.assets)
             stats = await run_render_within(config.render_timeout_s, job, RegistryHooks(self.registry, rec, config))
         except (asyncio.CancelledError, Exception) as exc:
-            discard(config.data_dir, task_id)  # every way out but success leaves no file behind
+            await asyncio.to_thread(discard, self.assets.media, task_id)  # every way out but success leaves no file
             await self._end_unfinished(task_id, args, exc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
         # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
         # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
-        await asyncio.shield(self._complete(task_id, args, job, stats))
+        await asyncio.shield(self._complete(task_id, args, stats))
 
-    async def _complete(self, task_id: str, args: dict[str, Any], job: RenderJob, stats: MuxStats) -> None:
+    async def _complete(self, task_id: str, args: dict[str, Any], stats: MuxStats) -> None:
         """Publish the finished render (artifact and result in one registry commit), or delete its files when
         the registry discards it (a cancel was requested, or the task ended meanwhile)."""
         now_ms = int(time.time() * 1000)
         expires_ms = now_ms + self.config.result_retention_s * 1000  # the video is kept 7 days from completion
         ext = args["output_format"]
-        artifact = {
-            "path": stats.path,
-            "files": [stats.path] + ([job.preview_path] if job.preview_path else []),
+        artifact = {  # where its files are is media_store.artifacts' layout
             "ext": ext,
             "mime": MIME_BY_EXT[ext],
             "size_bytes": stats.size_bytes,
@@ -254,7 +253,7 @@ class RenderSupervisor:
             task_id, "completed", result=result, message="Render complete.", artifact=artifact
         )
         if finished is None:
-            discard(self.config.data_dir, task_id)
+            await asyncio.to_thread(discard, self.assets.media, task_id)
 
     async def _end_unfinished(self, task_id: str, args: dict[str, Any], exc: BaseException) -> None:
         """End a task whose render stopped short, with the outcome that says why."""

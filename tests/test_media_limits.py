@@ -16,7 +16,6 @@ import sys
 import httpx
 import pytest
 
-from serve_app.artifacts import artifact_dir
 from tests.harness import REPO, TERMINAL, ServerProcess, Wire, poll_task, upload
 from tests.media import make_clip, make_watermark_png
 from tests.test_pathological_media import (
@@ -190,7 +189,7 @@ def test_a_render_held_past_the_time_limit_ends_as_render_timeout_without_files(
     assert error["code"] == "render_timeout" and error["temporary"] is False and error["retry_after_ms"] is None
     assert error["details"] == {
         "field": None, "reason": "the render took longer than the 30 s limit (VIDFORGE_RENDER_TIMEOUT_S)"}
-    assert not os.path.exists(artifact_dir(str(server.data_dir), task_id))  # the preview went with the render
+    assert not (server.data_dir / "artifacts" / task_id).exists()  # the preview went with the render
 
 
 def test_a_source_that_fails_the_render_time_probe_ends_as_a_contract_error(server, media):
@@ -205,4 +204,4 @@ def test_a_source_that_fails_the_render_time_probe_ends_as_a_contract_error(serv
     assert error["code"] == "unsupported_codec" and error["temporary"] is False
     assert error["details"] == {"field": "source_asset_uri", "reason": "the media parser crashed reading this file"}
     assert str(server.data_dir) not in json.dumps(error)
-    assert not os.path.exists(artifact_dir(str(server.data_dir), task_id))
+    assert not (server.data_dir / "artifacts" / task_id).exists()

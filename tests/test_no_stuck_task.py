@@ -18,7 +18,6 @@ import pytest
 import ray
 
 from actors.task_registry import TERMINAL
-from serve_app.artifacts import artifact_dir
 from serve_app.assets import AssetStore
 from serve_app.config import Config
 from serve_app.handles import registry_handle
@@ -87,7 +86,7 @@ async def ended_cancelled(env, supervisor: RenderSupervisor, task_id: str) -> No
     while task_id in supervisor.running:
         assert time.monotonic() < deadline, "the driver never stopped"
         await asyncio.sleep(0.2)
-    assert not Path(artifact_dir(env.config.data_dir, task_id)).exists()
+    assert not (Path(env.config.data_dir) / "artifacts" / task_id).exists()
     assert await env.registry.count_active.remote(PRINCIPAL) == 0
 
 

@@ -646,7 +646,7 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         task_id = (await new_task(reg))["task_id"]
         unfinished_id = (await new_task(reg))["task_id"]
         clock.advance(HOUR_S)  # the render took an hour: the artifact outlives creation + 7 days by that
-        folder = tmp_path / "artifacts" / task_id
+        folder = data_dir / "artifacts" / task_id
         folder.mkdir(parents=True)
         video, preview = folder / "final.mp4", folder / "watermark-preview.png"
         video.write_bytes(b"\x00" * 10)

@@ -1,0 +1,43 @@
+"""Where a render's files live, and how they go: `artifacts/<render_id>/{final.<ext>, watermark-preview.png}`.
+
+The render driver writes them (the mux through MediaStore.staged + put_file, the preview with put_bytes);
+the supervisor discards them when a render does not complete; the registry's retention sweep deletes them
+with their task. Nothing else knows this layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from media_store.base import MediaStore
+
+ARTIFACTS = "artifacts"
+PREVIEW_NAME = "watermark-preview.png"
+
+
+def artifact_prefix(render_id: str) -> str:
+    return f"{ARTIFACTS}/{render_id}/"
+
+
+def final_key(render_id: str, ext: str) -> str:
+    return f"{artifact_prefix(render_id)}final.{ext}"
+
+
+def preview_key(render_id: str) -> str:
+    return artifact_prefix(render_id) + PREVIEW_NAME
+
+
+def discard(media: MediaStore, render_id: str) -> None:
+    """Drop everything a render wrote (cancel, reject, failure): no partial artifact survives."""
+    media.delete_prefix(artifact_prefix(render_id))
+
+
+def delete_renders(media: MediaStore, renders: Iterable[tuple[str, str | None]]) -> None:
+    """The retention sweep's deletion, in one batch (a request per thousand files on a bucket): each (render
+    id, video extension) loses its preview and, with an extension (it completed with a video), its video."""
+    keys = []
+    for render_id, ext in renders:
+        keys.append(preview_key(render_id))
+        if ext is not None:
+            keys.append(final_key(render_id, ext))
+    media.delete(keys)

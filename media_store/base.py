@@ -1,0 +1,70 @@
+"""The one interface every piece of vidforge reads and writes media through (assets, previews, artifacts).
+
+Keys are `/`-separated paths (`assets/<id>/blob`, `artifacts/<render_id>/final.mp4`); what lives under which
+key is decided by media_store.assets and media_store.artifacts, never by a backend. Every write is atomic per
+key: a reader sees the whole object or none, also after a crash. Backends: media_store.local (a directory,
+the default) and media_store.s3 (an S3-compatible bucket).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import ContextManager, Protocol
+
+from render_kernels import Media
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    size: int
+    version: str  # changes whenever the object is written again: a reader may cache what it parsed of it
+
+
+class MediaStore(Protocol):
+    """Picklable: Ray tasks take the store with the keys they read or write, and open it where they run."""
+
+    @property
+    def node_local(self) -> bool:
+        """True when keys are files on one node's disk: a task that reads or writes them must run on it."""
+
+    @property
+    def description(self) -> str:
+        """Where the media lives, for the operator's log (no credentials)."""
+
+    def media(self, key: str) -> Media:
+        """What the render kernels read for `key`: a local path, or a source fetching only the ranges read."""
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Store `data` under `key`, atomically."""
+
+    def put_file(self, path: str, key: str, *, move: bool = False) -> int:
+        """Store the local file at `path` under `key`, streamed (never whole in memory) and atomically; with
+        `move` the file is given away (a local store may rename it). Returns the stored size."""
+
+    def staged(self, key: str) -> ContextManager[str]:
+        """A local path, in a private folder removed on exit, where a writer builds the file bound for `key`
+        (then `put_file(path, key, move=True)`): beside its place on a local store, so the move is a rename."""
+
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object; FileNotFoundError when there is none."""
+
+    def size(self, key: str) -> int | None:
+        """The object's size, or None when there is none."""
+
+    def list(self, prefix: str) -> list[StoredObject]:
+        """Every object under `prefix` (a folder: it ends in `/`), at any depth."""
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete these objects; keys without one are skipped."""
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete everything under `prefix` (a folder: it ends in `/`)."""
+
+    async def write_stream(self, key: str, chunks: AsyncIterator[bytes]) -> int:
+        """Store the chunks under `key` as they arrive (never all in memory); returns the size. An exception
+        from `chunks` aborts the write, leaves nothing under `key`, and is raised as it is."""
+
+    def read_stream(self, key: str, start: int, end: int) -> AsyncIterator[bytes]:
+        """Bytes `start` to `end` (exclusive, `start < end <= size`) of the object, as they arrive."""

@@ -1,0 +1,172 @@
+"""Media in a local directory (the default: `<data_dir>/assets`, `<data_dir>/artifacts`).
+
+Every file gets its name by a rename of a complete, synced temporary beside it (`.tmp-*`), so a crash leaves
+only names that say what they are (media_store.hygiene removes them at start) and a power loss cannot leave a
+named file empty. Deleting the last file of a folder removes the folder too (down to the top-level ones), so
+an asset's or render's folder exists exactly while it holds something.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+
+import anyio
+
+from media_store.base import StoredObject
+
+TMP_PREFIX = ".tmp-"
+READ_CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LocalMediaStore:
+    root: str
+
+    @property
+    def node_local(self) -> bool:
+        return True
+
+    @property
+    def description(self) -> str:
+        return f"local directory {self.root}"
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/"))
+
+    def media(self, key: str) -> str:
+        return self.path(key)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        with self._replacing(key) as tmp:
+            with open(tmp, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+
+    def put_file(self, path: str, key: str, *, move: bool = False) -> int:
+        if move and os.path.dirname(os.path.dirname(path)) == os.path.dirname(self.path(key)):
+            _sync(path)  # staged beside its place: a rename, after the data is on disk
+            os.chmod(path, 0o644)  # a staged temp file is private; media is served to its owner
+            os.replace(path, self.path(key))
+            return os.path.getsize(self.path(key))
+        with self._replacing(key) as tmp:
+            shutil.copyfile(path, tmp)
+            _sync(tmp)
+        if move:
+            os.unlink(path)
+        return os.path.getsize(self.path(key))
+
+    @contextlib.contextmanager
+    def staged(self, key: str) -> Iterator[str]:
+        target = self.path(key)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        folder = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=os.path.dirname(target))
+        try:
+            yield os.path.join(folder, os.path.basename(target))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def get_bytes(self, key: str) -> bytes:
+        with open(self.path(key), "rb") as file:
+            return file.read()
+
+    def size(self, key: str) -> int | None:
+        try:
+            return os.path.getsize(self.path(key))
+        except FileNotFoundError:
+            return None
+
+    def list(self, prefix: str) -> list[StoredObject]:
+        found = []
+        for folder, _, files in os.walk(self.path(prefix)):
+            relative = os.path.relpath(folder, self.root).replace(os.sep, "/")
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):  # deleted while listed
+                    stat = os.stat(os.path.join(folder, name))
+                    found.append(StoredObject(f"{relative}/{name}", stat.st_size, f"{stat.st_mtime_ns}:{stat.st_size}"))
+        return found
+
+    def delete(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path(key))
+            self._prune(os.path.dirname(self.path(key)))
+
+    def delete_prefix(self, prefix: str) -> None:
+        folder = self.path(prefix)
+        shutil.rmtree(folder, ignore_errors=True)
+        self._prune(os.path.dirname(os.path.normpath(folder)))
+
+    async def write_stream(self, key: str, chunks: AsyncIterator[bytes]) -> int:
+        size = 0
+        tmp = await anyio.to_thread.run_sync(self._temp_beside, key)
+        try:
+            async with await anyio.open_file(tmp, "wb") as out:
+                async for chunk in chunks:
+                    await out.write(chunk)
+                    size += len(chunk)
+            await anyio.to_thread.run_sync(self._commit, tmp, key)
+        except BaseException:
+            await anyio.to_thread.run_sync(self._discard, tmp)
+            raise
+        return size
+
+    async def read_stream(self, key: str, start: int, end: int) -> AsyncIterator[bytes]:
+        async with await anyio.open_file(self.path(key), "rb") as file:
+            await file.seek(start)
+            while start < end:
+                chunk = await file.read(min(READ_CHUNK_BYTES, end - start))
+                if not chunk:
+                    return
+                start += len(chunk)
+                yield chunk
+
+    @contextlib.contextmanager
+    def _replacing(self, key: str) -> Iterator[str]:
+        """A temporary beside `key` for the caller to fill; renamed to `key` when the block ends normally."""
+        tmp = self._temp_beside(key)
+        try:
+            yield tmp
+            os.replace(tmp, self.path(key))
+        except BaseException:
+            self._discard(tmp)
+            raise
+
+    def _temp_beside(self, key: str) -> str:
+        folder = os.path.dirname(self.path(key))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
+        os.close(fd)
+        return tmp
+
+    def _commit(self, tmp: str, key: str) -> None:
+        _sync(tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.path(key))
+
+    def _discard(self, tmp: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        self._prune(os.path.dirname(tmp))
+
+    def _prune(self, folder: str) -> None:
+        """Remove `folder` and its parents while empty, keeping the root and its top-level folders."""
+        root = os.path.normpath(self.root)
+        folder = os.path.normpath(folder)
+        while os.path.dirname(folder) != root and folder.startswith(root + os.sep):
+            try:
+                os.rmdir(folder)
+            except OSError:  # not empty (or already gone, or a mount point): stop here
+                return
+            folder = os.path.dirname(folder)
+
+
+def _sync(path: str) -> None:
+    """Flush a file's data to the disk before it gets its name, so a power loss cannot leave it empty."""
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())

@@ -164,8 +164,8 @@ def _mux(audio: EncodedAudio | None, output_format: str, media: MediaStore, out_
 # can put a faulty twin of it in place without the driver knowing.
 segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
 _audio_task = ray.remote(**TASK_OPTIONS)(encode_audio)
-# No CPU: the mux only copies packets, and it is pinned to the driver's node, which in a cluster is the
-# head: started with no CPUs (cluster.yaml), so that segment work goes to the workers only.
+# No CPU: the mux only copies packets; and on a local store it is pinned to the driver's node, which in a
+# cluster is the head, started with no CPUs (cluster.yaml) so that segment work goes to the workers only.
 _mux_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(_mux)
 _encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
 _tally_actor = ray.remote(num_cpus=0)(FrameTally)  # no CPU: it must start while the segments hold every core

@@ -53,6 +53,7 @@ class Node:
 @dataclass
 class LocalCluster:
     root: Path
+    node_env: dict[str, str] = field(default_factory=dict)  # what else every node runs with (e.g. AWS_*)
     token: str = field(default_factory=lambda: secrets.token_hex(32))
     port: int = field(default_factory=free_port)
     dashboard_port: int = field(default_factory=free_port)
@@ -64,8 +65,9 @@ class LocalCluster:
 
     @property
     def env(self) -> dict[str, str]:
-        """What every node and every client of this cluster runs with: its address and its token."""
+        """What every node and every client of this cluster runs with: its token, and `node_env`."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        env.update(self.node_env)
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token, RAY_USAGE_STATS_ENABLED="0")
         return env
 

@@ -1,8 +1,9 @@
 """vidforge on a multi-node Ray cluster on one machine (issue 10 item 2): three `ray start` nodes with token
 auth — a head that takes no render work and two one-CPU worker nodes, each with its own temp dir — and
-`vidforge serve --ray-address` joining them. A render's segment tasks run on both worker nodes and the output
-is exact; a worker node lost mid-render costs nothing but time: its segment runs again on the other node and
-the render completes, exact, with every task accounted for.
+`vidforge serve --ray-address` joining them, its media in an S3 bucket (a real S3 server on loopback), so the
+nodes share no files. A render's segment tasks run on both worker nodes and the output is exact; a worker node
+lost mid-render costs nothing but time: its segment runs again on the other node and the render completes,
+exact, with every task accounted for.
 
 Where each task ran is read from Ray's state API (every attempt of every task, with its node), never from
 vidforge itself. The tests run in file order: the second one ends with one worker node left.
@@ -31,13 +32,14 @@ FPS = 30
 WORKERS = ("worker1", "worker2")
 SEGMENT_TASK = encode_segment_parts.__name__
 IN_FLIGHT_TIMEOUT_S = 120
+PREFIX = "cluster"  # of the media in the bucket
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(s3_server):
     # Short, outside pytest's tmp tree: Ray puts unix sockets under each node's temp dir (108-byte path limit).
     root = Path(tempfile.mkdtemp(prefix="vfc-", dir="/tmp"))
-    local = LocalCluster(root)
+    local = LocalCluster(root, node_env=s3_server.env)  # every node reaches the bucket, as cluster.yaml's do
     try:
         yield local.start(worker_cpus=(1, 1))
     finally:
@@ -46,9 +48,11 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def server(cluster, tmp_path_factory):
-    process = ServerProcess(tmp_path_factory.mktemp("cluster") / "data",
-                            env={**cluster.env, "RAY_ADDRESS": cluster.address})
+def server(cluster, s3_server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    env = {**cluster.env, "RAY_ADDRESS": cluster.address, "VIDFORGE_STATE_DIR": str(root / "state"),
+           "VIDFORGE_STORAGE_URL": f"s3://{s3_server.bucket}/{PREFIX}"}
+    process = ServerProcess(root / "data", env=env)
     try:
         yield process.start()
     finally:
@@ -64,13 +68,30 @@ def media(tmp_path_factory):
     assert len(plan_segments(info, len(WORKERS))) == 2, "the source must split into one segment per worker"
     spec = RenderSpec("mp4", "720p", video_encoder=choose_video_encoder("mp4"))
     whole = plan_segments(info, 1)
-    reference = mux_segments([encode_segment(source, whole[0], spec, info)], None, "mp4", str(root / "one.mp4"), info.fps)
+    encoded = encode_segment(source, whole[0], spec, info)
+    reference = mux_segments([encoded], None, "mp4", str(root / "one.mp4"), info.fps)
     return source, decode_all(reference.path)
 
 
-def segment_attempts(cluster: LocalCluster, seen: set[str]) -> list[dict]:
-    """Every attempt of every segment task the cluster ran, except the tasks in `seen` (earlier renders)."""
-    return [a for a in cluster.state("tasks", func_or_class_name=SEGMENT_TASK) if a["task_id"] not in seen]
+def segment_attempts(cluster: LocalCluster, seen: set[str]) -> dict[str, list[tuple[str | None, str]]]:
+    """(node, state) of every attempt of every segment task the cluster ran, by task, except the tasks in
+    `seen` (earlier renders)."""
+    runs: dict[str, list[tuple[str | None, str]]] = {}
+    for attempt in cluster.state("tasks", func_or_class_name=SEGMENT_TASK):
+        if attempt["task_id"] not in seen:
+            runs.setdefault(attempt["task_id"], []).append((cluster.node_name(attempt["node_id"]), attempt["state"]))
+    return runs
+
+
+def finished_segments(cluster: LocalCluster, seen: set[str]) -> dict[str, list[tuple[str | None, str]]]:
+    """`segment_attempts` once the state API shows every segment finished: it hears of task events in batches,
+    so a render can complete before the last of them arrive."""
+
+    def settled():
+        runs = segment_attempts(cluster, seen)
+        return runs if len(runs) == 2 and all(any(s == "FINISHED" for _, s in r) for r in runs.values()) else None
+
+    return wait_until(settled, 60, interval=0.5, message="the state API to show both segments finished")
 
 
 def render(server: ServerProcess, source: str) -> tuple[Wire, str]:
@@ -79,10 +100,12 @@ def render(server: ServerProcess, source: str) -> tuple[Wire, str]:
     return wire, wire.tool("vidforge_render_video", args)["taskId"]
 
 
-def check_output(server: ServerProcess, task_id: str, reference, tmp_path: Path) -> None:
-    """The artifact, as any client downloads it, has every frame and matches the one-segment render."""
+def check_output(server: ServerProcess, s3_server, task_id: str, reference, tmp_path: Path) -> None:
+    """The video is in the bucket; as any client downloads it, it has every frame and matches the one-segment
+    render."""
     response = httpx.get(f"{server.base}/artifacts/{task_id}/final.mp4", timeout=120)
     assert response.status_code == 200, response.text
+    assert response.content == s3_server.get(f"{PREFIX}/artifacts/{task_id}/final.mp4")
     (tmp_path / "final.mp4").write_bytes(response.content)
     output = decode_all(str(tmp_path / "final.mp4"))
     assert output.frame_count == reference.frame_count == round(SECONDS * FPS)
@@ -91,33 +114,34 @@ def check_output(server: ServerProcess, task_id: str, reference, tmp_path: Path)
     assert min(scores) >= 40, f"worst frame {scores.index(min(scores))}: {min(scores):.1f} dB"
 
 
-def test_segments_run_on_both_worker_nodes_and_the_output_is_exact(cluster, server, media, tmp_path):
+def test_segments_run_on_both_worker_nodes_and_the_output_is_exact(cluster, server, s3_server, media, tmp_path):
     source, reference = media
-    seen = {a["task_id"] for a in segment_attempts(cluster, set())}
+    seen = set(segment_attempts(cluster, set()))
     started = time.monotonic()
     wire, task_id = render(server, source)
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
     elapsed = time.monotonic() - started
     assert done["status"] == "completed" and done["result"]["isError"] is False, done
 
-    attempts = segment_attempts(cluster, seen)
-    assert len({a["task_id"] for a in attempts}) == 2
-    ran_on = sorted(str(cluster.node_name(a["node_id"])) for a in attempts if a["state"] == "FINISHED")
-    assert ran_on == list(WORKERS), attempts  # one segment on each worker, none on the head, none twice
-    check_output(server, task_id, reference, tmp_path)
+    runs = finished_segments(cluster, seen)
+    ran_on = sorted(str(node) for attempts in runs.values() for node, _ in attempts)
+    assert ran_on == list(WORKERS), runs  # one segment on each worker, none on the head, each ran once
+    check_output(server, s3_server, task_id, reference, tmp_path)
+    assert [k for k in s3_server.keys(f"{PREFIX}/assets/") if k.endswith("/meta.json")], "no asset in the bucket"
+    assert not [p for p in server.data_dir.rglob("*") if p.is_file()], "media on the server's disk"
     print(f"\ncluster render: 3 nodes (head + {len(WORKERS)} x 1 CPU), segments on {ran_on}, "
           f"{SECONDS:g} s 320x180 source -> 720p in {elapsed:.1f} s (upload to completed)")
 
 
-def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, media, tmp_path):
+def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, s3_server, media, tmp_path):
     source, reference = media
-    seen = {a["task_id"] for a in segment_attempts(cluster, set())}
+    seen = set(segment_attempts(cluster, set()))
     started = time.monotonic()
     wire, task_id = render(server, source)
 
     def both_encoding() -> bool:
-        attempts = segment_attempts(cluster, seen)
-        return {cluster.node_name(a["node_id"]) for a in attempts if a["state"] == "RUNNING"} == set(WORKERS)
+        runs = segment_attempts(cluster, seen).values()
+        return {node for attempts in runs for node, state in attempts if state == "RUNNING"} == set(WORKERS)
 
     wait_until(both_encoding, IN_FLIGHT_TIMEOUT_S, interval=0.2, message="a segment running on each worker node")
     cluster.nodes["worker2"].kill()
@@ -127,15 +151,12 @@ def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, med
 
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
     assert done["status"] == "completed" and done["result"]["isError"] is False, done
-    attempts = segment_attempts(cluster, seen)
-    by_task: dict[str, list[tuple[str | None, str]]] = {}
-    for a in attempts:
-        by_task.setdefault(a["task_id"], []).append((cluster.node_name(a["node_id"]), a["state"]))
-    assert len(by_task) == 2
-    # The attempt on the lost node was cut short, and every segment finished on the node that is left.
-    cut = [run for runs in by_task.values() for run in runs if run[0] == "worker2" and run[1] != "FINISHED"]
-    assert cut, by_task
-    assert all(("worker1", "FINISHED") in runs for runs in by_task.values()), by_task
-    check_output(server, task_id, reference, tmp_path)
-    print(f"\nnode loss: worker2 killed {killed_at - started:.1f} s into the render; completed on worker1 "
-          f"{time.monotonic() - killed_at:.1f} s later; attempts {by_task}")
+    completed_at = time.monotonic()
+    runs = finished_segments(cluster, seen)
+    # A segment was on the lost node, and every segment finished on the node that is left: that one ran again
+    # there (its attempt on worker2 was cut short, or its output was lost with the node's object store).
+    assert any(node == "worker2" for attempts in runs.values() for node, _ in attempts), runs
+    assert all(("worker1", "FINISHED") in attempts for attempts in runs.values()), runs
+    check_output(server, s3_server, task_id, reference, tmp_path)
+    print(f"\nnode loss: worker2 killed {killed_at - started:.1f} s into the render, which completed on worker1 "
+          f"{completed_at - killed_at:.1f} s later; segment attempts {list(runs.values())}")

@@ -8,26 +8,17 @@ import signal
 import sys
 import threading
 
-from serve_app.auth import LOCAL_PRINCIPAL, TokenFileError, check_bind_allowed, load_tokens
+from serve_app.auth import LOCAL_PRINCIPAL
 from serve_app.config import Config
-from serve_app.oauth import OAuthConfigError, check_oauth_settings
 
 
 def _serve(args: argparse.Namespace) -> int:
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
-    try:
-        check_bind_allowed(config.host, load_tokens(config.tokens_file), config.oauth_issuer)
-        if config.oauth_issuer:
-            check_oauth_settings(config.oauth_issuer, config.public_url)
-    except (TokenFileError, OAuthConfigError) as exc:
-        print(f"vidforge: {exc}", file=sys.stderr)
-        return 2
-    from media_store import StorageUrlError
-    from serve_app.handles import media_store
+    from serve_app.startup import SETTINGS_ERRORS, check_settings, start_backend
 
     try:
-        media = media_store(config)
-    except StorageUrlError as exc:
+        media = check_settings(config)
+    except SETTINGS_ERRORS as exc:
         print(f"vidforge: {exc}", file=sys.stderr)
         return 2
     os.makedirs(config.data_dir, exist_ok=True)
@@ -35,23 +26,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     import ray
 
-    from media_store.hygiene import remove_leftovers
     from serve_app.deployment import deploy
-    from serve_app.handles import registry_handle
-    from serve_app.supervisor import supervisor_handle
 
     ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
     print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
     print(f"vidforge: media in {media.description}; registry state in {config.state_dir}", flush=True)
-    registry = registry_handle(config)
-    ray.get(registry.start.remote())
-    # Before any render or upload can be in progress: what crashed writers left goes, every stored asset and
-    # every file of a task the registry holds stays.
-    removed = remove_leftovers(media, ray.get(registry.task_ids.remote()))
+    removed = start_backend(config, media)
     if any(removed.values()):
         print(f"vidforge: removed crash leftovers: {removed}", flush=True)
-    # Resumes renders that were in flight when the server last stopped, before accepting new ones.
-    ray.get(supervisor_handle(config).ready.remote())
     # Ours from here on (ray.init installs its own): a stop request must reach the clean shutdown below,
     # including one sent the moment the URL is printed.
     stop = threading.Event()

@@ -5,11 +5,20 @@ for a replica are at most `VIDFORGE_MAX_QUEUED_REQUESTS` (per Serve proxy), beyo
 HTTP 503 with `Retry-After: VIDFORGE_BUSY_RETRY_AFTER_S` instead of queueing forever (Serve 2.60 sends no
 `Retry-After` unless `backpressure_config.retry_after_s` is set; its body is Serve's plain-text message, sent
 before any vidforge code runs). Per-principal caps on long-held requests live in `serve_app.admission`.
+
+Two ways in: `vidforge serve` (serve_app.cli) calls `deploy`; `serve deploy deploy/serve.yaml` and a KubeRay
+RayService (deploy/rayservice.yaml) import the application builder `app`, which starts the same backend from
+Serve's build task. Either way the settings are the VIDFORGE_* variables (see serve_app.config).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
 from ray import serve
+from ray.serve import Application
 from ray.serve.config import BackpressureConfig
 
 from serve_app.admission import Admission
@@ -18,6 +27,9 @@ from serve_app.auth import load_tokens
 from serve_app.config import Config
 from serve_app.leases import ledger_handle
 from serve_app.service import RayRenderService
+from serve_app.startup import check_settings, start_backend
+
+logger = logging.getLogger(__name__)
 
 APP_NAME = "vidforge"
 
@@ -39,13 +51,41 @@ class McpIngress:
         return build_app(RayRenderService(self.config), self.config, tokens, admission)
 
 
-def deploy(config: Config) -> None:
-    serve.start(http_options={"host": config.host, "port": config.port})
-    ingress = McpIngress.options(
+def ingress(config: Config) -> Application:
+    return McpIngress.options(
         num_replicas=config.replicas,
         # Handlers are async and mostly wait on actors; Serve's default of 5 would queue agents behind polls.
         max_ongoing_requests=config.max_ongoing_requests,
         max_queued_requests=config.max_queued_requests,
         backpressure_config=BackpressureConfig(status_code=503, retry_after_s=config.busy_retry_after_s),
-    )
-    serve.run(ingress.bind(config.to_json()), name=APP_NAME, route_prefix="/", blocking=False)
+    ).bind(config.to_json())
+
+
+def deploy(config: Config) -> None:
+    serve.start(http_options={"host": config.host, "port": config.port})
+    serve.run(ingress(config), name=APP_NAME, route_prefix="/", blocking=False)
+
+
+class AppArgs(BaseModel):
+    """The `args` of vidforge's application in a Serve config: the settings `vidforge serve` takes as flags
+    (None: their defaults). host and port are those of the config's `http_options` (the URLs vidforge gives
+    out and its Host/Origin checks go by them); every other setting is a VIDFORGE_* variable of the
+    application's `runtime_env`, with absolute paths."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str | None = None
+    port: int | None = None
+    data_dir: str | None = None
+
+
+def app(args: Mapping[str, object]) -> Application:
+    """The application builder of a Serve config (`import_path: serve_app.deployment:app`): in Serve's build
+    task, what `vidforge serve` does on the cluster it joins. A setting that must not start fails the deploy
+    with the reason."""
+    settings = AppArgs.model_validate(dict(args))
+    config = Config.from_env(host=settings.host, port=settings.port, data_dir=settings.data_dir)
+    removed = start_backend(config, check_settings(config))
+    if any(removed.values()):
+        logger.warning("vidforge: removed crash leftovers: %s", removed)
+    return ingress(config)

@@ -6,23 +6,29 @@ lost mid-render costs nothing but time: its segment runs again on the other node
 exact, with every task accounted for.
 
 Where each task ran is read from Ray's state API (every attempt of every task, with its node), never from
-vidforge itself. The tests run in file order: the second one ends with one worker node left.
+vidforge itself. The tests run in file order: the second one ends with one worker node left, the third
+replaces `vidforge serve` with the Serve config file (deploy/serve.yaml) deployed by `serve deploy`.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
+import yaml
 
 from render_kernels import RenderSpec, choose_video_encoder, encode_segment, mux_segments, plan_segments, probe
 from serve_app.render_driver import encode_segment_parts
 from tests.cluster import LocalCluster
-from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, upload, wait_until
+from tests.harness import REPO, TERMINAL, ServerProcess, Wire, free_port, poll_task, upload, wait_until
 from tests.media import decode_all, make_clip, psnr_y
 
 pytestmark = pytest.mark.ray
@@ -160,3 +166,47 @@ def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, s3_
     check_output(server, s3_server, task_id, reference, tmp_path)
     print(f"\nnode loss: worker2 killed {killed_at - started:.1f} s into the render, which completed on worker1 "
           f"{completed_at - killed_at:.1f} s later; segment attempts {list(runs.values())}")
+
+
+def test_serve_config_deploys_vidforge_on_the_cluster(cluster, server, s3_server, tmp_path):
+    """deploy/serve.yaml as `serve deploy` takes it, only its site values changed (port, paths, bucket, tokens
+    file, and a namespace of its own, so that its builder starts a registry and a supervisor of its own): the
+    application comes up on the cluster, behind its tokens, and renders."""
+    server.stop()  # one Serve per cluster: the one `vidforge serve` started goes first
+    config = yaml.safe_load((REPO / "deploy" / "serve.yaml").read_text())
+    port = free_port()
+    config["http_options"]["port"] = config["applications"][0]["args"]["port"] = port
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tok-deployed": "ops"}))
+    config["applications"][0]["runtime_env"]["env_vars"].update(
+        VIDFORGE_STORAGE_URL=f"s3://{s3_server.bucket}/deployed", VIDFORGE_STATE_DIR=str(tmp_path / "state"),
+        VIDFORGE_DATA_DIR=str(tmp_path / "data"), VIDFORGE_TOKENS_FILE=str(tokens), VIDFORGE_NAMESPACE="deployed",
+    )
+    (tmp_path / "serve.yaml").write_text(yaml.safe_dump(config))
+    deployed = subprocess.run(
+        [str(Path(sys.executable).with_name("serve")), "deploy", str(tmp_path / "serve.yaml"),
+         "-a", f"http://127.0.0.1:{cluster.dashboard_port}"],
+        env=cluster.env, capture_output=True, text=True, timeout=120,
+    )
+    assert deployed.returncode == 0, deployed.stderr[-4000:]
+
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": "Bearer tok-deployed"}
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{base}/healthz", headers=auth, timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, 180, interval=1.0, message="the deployed application to answer")
+    assert httpx.get(f"{base}/healthz", timeout=5).status_code == 401  # 0.0.0.0: credentials required
+
+    clip = make_clip(str(tmp_path / "short.mp4"), seconds=3.0)
+    wire = Wire(f"{base}/mcp", token="tok-deployed", tasks=True)
+    source = upload(SimpleNamespace(base=base), clip, token="tok-deployed")
+    args = {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"}
+    task_id = wire.tool("vidforge_render_video", args)["taskId"]
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is False, done
+    assert f"deployed/artifacts/{task_id}/final.mp4" in s3_server.keys("deployed/")

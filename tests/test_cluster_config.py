@@ -1,0 +1,127 @@
+"""The deployable cluster, checked the way its tools check it (issue 10 item 3), without a cloud:
+
+- cluster.yaml: what `ray up` does before it talks to the cloud — Ray 2.60's own `prepare_config` (defaults
+  filled in, setup commands merged) and `validate_config` (its ray-schema.json) — plus what vidforge needs of
+  it: a head with no CPUs, token auth on every node, S3 media, GPU and CPU worker types;
+- deploy/serve.yaml: Serve's own config schema (`ServeDeploySchema`, what `serve deploy` validates), with an
+  import path that imports the real builder and args that the builder accepts (tests/test_cluster.py deploys
+  it on a live cluster);
+- deploy/rayservice.yaml: parsed, with the fields KubeRay needs. KubeRay's CRD schema is not available offline
+  here (it ships with the operator, not with any Python package), so it is not validated against it.
+
+Every VIDFORGE_* variable the files set must be one that serve_app.config reads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+import tomllib
+
+import ray
+import yaml
+from ray.autoscaler._private.util import prepare_config, validate_config
+from ray.serve.schema import ServeDeploySchema
+
+from serve_app.deployment import APP_NAME, AppArgs, app
+from tests.harness import REPO
+
+SETTINGS = set(re.findall(r"VIDFORGE_[A-Z_]+", (REPO / "serve_app" / "config.py").read_text()))
+
+
+def load(path: str):
+    return yaml.safe_load((REPO / path).read_text())
+
+
+def env_assignments(command: str) -> dict[str, str]:
+    """The NAME=value words a shell command line sets, wherever they stand in it."""
+    return dict(word.split("=", 1) for word in shlex.split(command) if re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", word))
+
+
+def test_cluster_yaml_is_what_ray_up_accepts():
+    config = prepare_config(load("cluster.yaml"))  # what `ray up` does first, then validates against the schema
+    validate_config(config)
+    types = config["available_node_types"]
+    head = types[config["head_node_type"]]
+    assert head["resources"] == {"CPU": 0} and head["max_workers"] == 0  # no segment work, ever
+    assert types["gpu_worker"]["resources"]["GPU"] >= 1 and "GPU" not in types["cpu_worker"]["resources"]
+    assert all(types[t]["node_config"].get("IamInstanceProfile") for t in ("gpu_worker", "cpu_worker"))
+    assert any("pip install" in cmd for cmd in config["head_setup_commands"])
+    assert any("pip install" in cmd for cmd in config["worker_setup_commands"])
+
+    # Token auth on every node: the token file goes everywhere, every `ray start` turns token mode on.
+    assert config["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
+    starts = [c for c in config["head_start_ray_commands"] + config["worker_start_ray_commands"] if " start " in c]
+    assert len(starts) == 2 and all(env_assignments(c)["RAY_AUTH_MODE"] == "token" for c in starts)
+    assert "--num-cpus=0" in shlex.split(next(c for c in starts if "--head" in c))
+
+    serve = next(c for c in config["head_start_ray_commands"] if "vidforge serve" in c)
+    env = env_assignments(serve)
+    assert env["RAY_AUTH_MODE"] == "token" and env["VIDFORGE_STORAGE_URL"].startswith("s3://")
+    assert {"VIDFORGE_STATE_DIR", "VIDFORGE_TOKENS_FILE"} <= set(env)
+    assert {name for name in env if name.startswith("VIDFORGE_")} <= SETTINGS
+    assert "--ray-address auto" in serve and "--host 0.0.0.0" in serve
+    # The bucket's region reaches every node's tasks (segment tasks read the bucket): every `ray start` has it.
+    assert all(env_assignments(c)["AWS_REGION"] for c in starts)
+
+
+def test_serve_config_is_what_serve_deploy_accepts():
+    config = ServeDeploySchema.model_validate(load("deploy/serve.yaml"))
+    [application] = config.applications
+    assert application.name == APP_NAME and application.route_prefix == "/"
+    module, attribute = application.import_path.split(":")
+    assert getattr(importlib.import_module(module), attribute) is app
+    args = AppArgs.model_validate(application.args)
+    assert (args.host, args.port) == (config.http_options.host, config.http_options.port)
+    assert config.proxy_location.value == "HeadOnly"  # the ingress is on the head (serve_app.deployment)
+    env = application.runtime_env["env_vars"]
+    assert set(env) <= SETTINGS and env["VIDFORGE_STORAGE_URL"].startswith("s3://")
+    assert all(env[name].startswith("/") for name in env if name.endswith(("_DIR", "_FILE")))
+
+
+def test_rayservice_manifest_has_what_kuberay_needs():
+    docs = {doc["kind"]: doc for doc in yaml.safe_load_all((REPO / "deploy" / "rayservice.yaml").read_text())}
+    service = docs["RayService"]
+    assert service["apiVersion"] == "ray.io/v1" and service["metadata"]["name"]
+    spec = service["spec"]
+
+    serve_config = ServeDeploySchema.model_validate(yaml.safe_load(spec["serveConfigV2"]))
+    [application] = serve_config.applications
+    [reference] = ServeDeploySchema.model_validate(load("deploy/serve.yaml")).applications
+    assert (application.import_path, application.args) == (reference.import_path, reference.args)
+    env = application.runtime_env["env_vars"]
+    assert set(env) <= SETTINGS and env["VIDFORGE_STORAGE_URL"].startswith("s3://")
+
+    cluster = spec["rayClusterConfig"]
+    assert cluster["rayVersion"] == ray.__version__
+    assert cluster["authOptions"] == {"mode": "token"}  # KubeRay hands RAY_AUTH_MODE and the token to every pod
+    head = cluster["headGroupSpec"]
+    assert head["rayStartParams"]["num-cpus"] == "0"
+    groups = cluster["workerGroupSpecs"]
+    assert len({g["groupName"] for g in groups}) == len(groups)
+    for group in [head, *groups]:
+        assert all(isinstance(v, str) for v in group["rayStartParams"].values())  # KubeRay: map of strings
+        assert group["template"]["spec"]["containers"][0]["image"]
+    for group in groups:
+        assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    gpu = [g["template"]["spec"]["containers"][0] for g in groups
+           if "nvidia.com/gpu" in g["template"]["spec"]["containers"][0]["resources"]["limits"]]
+    assert len(gpu) == 1 and len(groups) == 2  # a GPU worker group and a CPU one
+    assert "video" in {e["name"]: e["value"] for e in gpu[0]["env"]}["NVIDIA_DRIVER_CAPABILITIES"]
+
+    # The registry's state on the claim, the MCP tokens from the Secret: both where serveConfigV2 says.
+    head_pod = head["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in head_pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in head_pod["volumes"]}
+    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == docs["PersistentVolumeClaim"]["metadata"]["name"]
+    assert env["VIDFORGE_STATE_DIR"].startswith(mounts["state"])
+    assert env["VIDFORGE_TOKENS_FILE"].startswith(mounts["tokens"]) and volumes["tokens"]["secret"]["secretName"]
+    accounts = {g["template"]["spec"]["serviceAccountName"] for g in [head, *groups]}
+    assert accounts == {docs["ServiceAccount"]["metadata"]["name"]}  # one identity that may use the bucket
+
+
+def test_dockerfile_installs_every_package():
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    copied = re.findall(r"^COPY --chown=\S+ (\S+) \1$", (REPO / "deploy" / "Dockerfile").read_text(), re.M)
+    assert sorted(copied) == sorted(packages)

@@ -14,6 +14,7 @@ gone — and never another Ray instance on the machine (`ray stop` would stop ev
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -40,14 +41,18 @@ class Node:
     proc: subprocess.Popen
     log_path: Path
     node_id: str = ""
+    killed: bool = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """SIGKILL every process of the node's session (its raylet, workers and agents), then reap."""
-        _kill_session(self.proc.pid)
-        self.proc.wait(timeout=30)
+        """SIGKILL every process of the node's session (its raylet, workers and agents), then reap. Also when
+        `ray start` itself has exited: what it started may still run."""
+        if not self.killed:
+            _kill_session(self.proc.pid)
+            self.proc.wait(timeout=30)
+            self.killed = True
 
 
 @dataclass
@@ -79,7 +84,8 @@ class LocalCluster:
         )
         wait_until(lambda: self._started(head), START_TIMEOUT_S, interval=0.5, message="the head node to start")
         for i, cpus in enumerate(worker_cpus, 1):
-            self._launch(f"worker{i}", f"--address={self.address}", f"--num-cpus={cpus}", "--include-log-monitor=false")
+            self._launch(f"worker{i}", f"--address={self.address}", f"--num-cpus={cpus}",
+                         "--include-log-monitor=false")
         wait_until(self._all_registered, START_TIMEOUT_S, interval=1.0, message="every node to join the cluster")
         return self
 
@@ -89,7 +95,7 @@ class LocalCluster:
         log_path = self.root / f"{name}.log"
         command = [
             RAY, "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
-            f"--resources={{\"{name}\": 1}}", f"--object-store-memory={OBJECT_STORE_BYTES}",
+            f"--resources={json.dumps({name: 1})}", f"--object-store-memory={OBJECT_STORE_BYTES}",
             f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
@@ -138,14 +144,12 @@ class LocalCluster:
     def stop(self) -> None:
         """Kill every node, workers first; safe to call at any point of `start`."""
         for node in sorted(self.nodes.values(), key=lambda n: n.name == "head"):
-            if node.alive():
-                node.kill()
-            else:
-                _kill_session(node.proc.pid)  # whatever it left running
+            node.kill()
 
 
 def _kill_session(sid: int) -> None:
-    """SIGKILL every process in session `sid`, whatever its process group."""
+    """SIGKILL every process in session `sid`, whatever its process group. (Linux hands out no PID that is
+    still some process's session id, so these are the node's processes and no others.)"""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue

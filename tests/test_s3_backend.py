@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from pathlib import Path
 
 import httpx
 import pytest
@@ -58,19 +59,19 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
     data_dir = tmp_path / "data"
     server = ServerProcess(data_dir, env=env, tokens=TOKENS).start()
     try:
-        assert orphan_blob not in s3_server.keys() and orphan_video not in s3_server.keys()
+        assert orphan_blob not in s3_server.object_keys() and orphan_video not in s3_server.object_keys()
 
         uploaded = {}
         for path in (clip, logo):
             response = post_asset(server, path)
             assert response.status_code == 201, response.text
             uploaded[path] = response.json()["uri"].removeprefix("vidforge://assets/")
-            stored = s3_server.keys(f"{PREFIX}/assets/{uploaded[path]}/")
+            stored = s3_server.object_keys(f"{PREFIX}/assets/{uploaded[path]}/")
             assert stored == [f"{PREFIX}/assets/{uploaded[path]}/blob", f"{PREFIX}/assets/{uploaded[path]}/meta.json"]
-            assert s3_server.get(stored[0]) == open(path, "rb").read()
+            assert s3_server.get(stored[0]) == Path(path).read_bytes()
         refused = post_asset(server, clip)  # past the quota halfway through the stream
         assert refused.status_code == 413 and refused.json()["error"]["code"] == "asset_quota_exceeded"
-        assert len(s3_server.keys(f"{PREFIX}/assets/")) == 4 and s3_server.open_multipart_uploads() == []
+        assert len(s3_server.object_keys(f"{PREFIX}/assets/")) == 4 and s3_server.open_multipart_uploads() == []
 
         wire = Wire(server.url, token="tok-a", tasks=True, elicitation=True)
         arguments = {
@@ -93,7 +94,7 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         validate(done["result"], "core", "CallToolResult")
 
         video_key = f"{PREFIX}/artifacts/{task_id}/final.mp4"
-        assert s3_server.keys(f"{PREFIX}/artifacts/") == [video_key, preview_key]
+        assert s3_server.object_keys(f"{PREFIX}/artifacts/") == [video_key, preview_key]
         video = s3_server.get(video_key)
         assert media_files(data_dir) == []  # the data dir holds the registry's state only
         (tmp_path / "final.mp4").write_bytes(video)
@@ -125,10 +126,10 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         meta = json.loads(s3_server.get(meta_key))
         meta["created_at"] -= 30 * 86_400
         s3_server.put(meta_key, json.dumps(meta).encode())
-        wait_until(lambda: not s3_server.keys(f"{PREFIX}/assets/{uploaded[logo]}/"), DEADLINE_S,
+        wait_until(lambda: not s3_server.object_keys(f"{PREFIX}/assets/{uploaded[logo]}/"), DEADLINE_S,
                    message="the expired asset to leave the bucket")
-        assert s3_server.keys(f"{PREFIX}/assets/{uploaded[clip]}/")  # not expired
-        wait_until(lambda: not s3_server.keys(f"{PREFIX}/artifacts/"), DEADLINE_S,
+        assert s3_server.object_keys(f"{PREFIX}/assets/{uploaded[clip]}/")  # not expired
+        wait_until(lambda: not s3_server.object_keys(f"{PREFIX}/artifacts/"), DEADLINE_S,
                    message="the expired render's files to leave the bucket")
         assert "result" not in wire.task("tasks/get", task_id)  # the record went with them
         assert httpx.get(url, headers=auth, timeout=60).status_code == 404

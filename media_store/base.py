@@ -9,8 +9,9 @@ the default) and media_store.s3 (an S3-compatible bucket).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import ContextManager, Protocol
+from typing import Protocol
 
 from render_kernels import Media
 
@@ -43,7 +44,7 @@ class MediaStore(Protocol):
         """Store the local file at `path` under `key`, streamed (never whole in memory) and atomically; with
         `move` the file is given away (a local store may rename it). Returns the stored size."""
 
-    def staged(self, key: str) -> ContextManager[str]:
+    def staged(self, key: str) -> AbstractContextManager[str]:
         """A local path, in a private folder removed on exit, where a writer builds the file bound for `key`
         (then `put_file(path, key, move=True)`): beside its place on a local store, so the move is a rename."""
 

@@ -42,11 +42,10 @@ class LocalMediaStore:
         return self.path(key)
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        with self._replacing(key) as tmp:
-            with open(tmp, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
+        with self._replacing(key) as tmp, open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
 
     def put_file(self, path: str, key: str, *, move: bool = False) -> int:
         if move and os.path.dirname(os.path.dirname(path)) == os.path.dirname(self.path(key)):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import BinaryIO, ContextManager, Protocol, Union
+from typing import BinaryIO, Protocol
 
 import av
 
@@ -79,14 +79,14 @@ class MediaSource(Protocol):
     """Media that is not a file on this node (e.g. an object in a bucket): `open` gives a seekable binary file
     for one read, which fetches only the byte ranges the demuxer asks for. Picklable, so a task can take it."""
 
-    def open(self) -> ContextManager[BinaryIO]: ...
+    def open(self) -> AbstractContextManager[BinaryIO]: ...
 
 
 # What every kernel reads: a local path (opened natively by libav), or a MediaSource.
-Media = Union[str, MediaSource]
+Media = str | MediaSource
 
 
-def open_binary(media: Media) -> ContextManager[BinaryIO]:
+def open_binary(media: Media) -> AbstractContextManager[BinaryIO]:
     """`media` as a binary file, for readers that are not libav (Pillow, a header check)."""
     return open(media, "rb") if isinstance(media, str) else media.open()
 

@@ -17,14 +17,15 @@ import os
 import re
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 
-from media_store.assets import ASSET_ID, ASSETS, AssetIndex, blob_key, meta_key, read_meta
 from mcp_protocol.errors import VidforgeError, repair
+from media_store.assets import ASSET_ID, ASSETS, AssetIndex, blob_key, meta_key, read_meta
 from render_kernels import Media
 from serve_app.config import Config
 from serve_app.handles import media_store

@@ -53,12 +53,17 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _assets_add(args: argparse.Namespace) -> int:
+    from media_store import StorageUrlError
     from render_kernels import UnsupportedMedia
     from serve_app.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
     from serve_app.media_limits import refusal_reason
 
     config = Config.from_env(data_dir=args.data_dir)
-    store = AssetStore(config)
+    try:
+        store = AssetStore(config)
+    except StorageUrlError as exc:
+        print(f"vidforge: {exc}", file=sys.stderr)
+        return 2
     try:
         asset = store.add_file(args.path, args.principal)
     except FileNotFoundError:

@@ -17,8 +17,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from werkzeug.http import parse_range_header
 
-from media_store import MediaStore
 from mcp_protocol.errors import VidforgeError
+from media_store import MediaStore
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import OverLimit
 from serve_app.assets import Asset, AssetQuotaExceeded, AssetTooLarge

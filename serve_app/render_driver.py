@@ -49,8 +49,8 @@ from typing import Any, Protocol
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from media_store import LocalMediaStore, MediaStore
 from mcp_protocol.progress import MUXING, PROBING, RENDERING, RenderProgress, SpeedMeter
+from media_store import LocalMediaStore, MediaStore
 from render_kernels import (
     EncodedAudio,
     EncodedSegment,

@@ -22,8 +22,8 @@ from media_store.artifacts import final_key, preview_key
 from render_kernels.probe import OverLimit
 from serve_app.assets import Asset, AssetStore
 from serve_app.config import Config
-from serve_app.http_files import ArtifactFile, UploadLimits
 from serve_app.handles import registry_handle
+from serve_app.http_files import ArtifactFile, UploadLimits
 from serve_app.media_limits import check_stored_facts, media_refusal, unsupported_source
 from serve_app.supervisor import supervisor_handle
 

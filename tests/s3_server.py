@@ -42,7 +42,7 @@ class S3Server:
         }
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "S3Server":
+    def start(self) -> S3Server:
         moto = Path(sys.executable).with_name("moto_server")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -74,7 +74,7 @@ class S3Server:
                             aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
                             aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"])
 
-    def keys(self, prefix: str = "") -> list[str]:
+    def object_keys(self, prefix: str = "") -> list[str]:
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
         return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
 

@@ -116,7 +116,7 @@ def test_listing_deleting_and_reading_back(store, s3_server):
     store.delete(["l/a/1", "l/never-was"])  # a missing key is no error
     assert [o.key for o in store.list("l/")] == ["l/a/2", "l/b/3"]
     store.delete_prefix("l/")
-    assert store.list("l/") == [] and s3_server.keys("unit/l2/") == ["unit/l2/x"]
+    assert store.list("l/") == [] and s3_server.object_keys("unit/l2/") == ["unit/l2/x"]
 
 
 def test_a_streamed_write_stores_the_chunks_and_an_aborted_one_leaves_nothing(store, s3_server):
@@ -134,7 +134,7 @@ def test_a_streamed_write_stores_the_chunks_and_an_aborted_one_leaves_nothing(st
 
     with pytest.raises(OverflowError):  # the caller's own exception, as it was raised
         asyncio.run(store.write_stream("up/cut", chunks(4, fail=True)))
-    assert s3_server.keys("unit/up/") == ["unit/up/whole"]
+    assert s3_server.object_keys("unit/up/") == ["unit/up/whole"]
     assert s3_server.open_multipart_uploads() == []  # the parts sent were aborted on the server
 
     async def read(start: int, end: int) -> bytes:

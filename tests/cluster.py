@@ -76,7 +76,7 @@ class LocalCluster:
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token, RAY_USAGE_STATS_ENABLED="0")
         return env
 
-    def start(self, worker_cpus: tuple[int, ...] = (1, 1)) -> "LocalCluster":
+    def start(self, worker_cpus: tuple[int, ...] = (1, 1)) -> LocalCluster:
         head = self._launch(
             "head", "--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=true",
             "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",

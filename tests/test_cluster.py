@@ -116,7 +116,7 @@ def check_output(server: ServerProcess, s3_server, task_id: str, reference, tmp_
     output = decode_all(str(tmp_path / "final.mp4"))
     assert output.frame_count == reference.frame_count == round(SECONDS * FPS)
     assert (output.width, output.height) == (1280, 720)
-    scores = [psnr_y(a, b) for a, b in zip(output.frames, reference.frames)]
+    scores = [psnr_y(a, b) for a, b in zip(output.frames, reference.frames, strict=True)]
     assert min(scores) >= 40, f"worst frame {scores.index(min(scores))}: {min(scores):.1f} dB"
 
 

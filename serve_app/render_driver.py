@@ -1,29 +1,39 @@
 """The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file on this node.
 
-    probe (isolated) -> plan_segments -> [render_preview (isolated)] -> encode_segment x N  ||  encode_audio
-        -> [approval gate] -> mux_segments (Ray task pinned to this node) -> out_path
+    read_source (probe, and the watermark preview; isolated) -> plan_segments -> encode_audio || encode_segment
+        x N (each started by the pool's fair scheduler) -> [approval gate] -> mux_segments (pinned here) -> out_path
 
-Data flow: raw frames never leave a task. Each segment task returns two objects, a small summary (frame
-count, timings) that the driver awaits for fail-fast error detection, and the encoded segment, which goes
-from the object store straight into the mux task as a top-level argument. So the driver (the supervisor
-actor, shared by every render) never holds encoded video.
+Data flow: raw frames never leave a task, and encoded media never passes through the driver. Audio and
+segment tasks each return two objects: a small summary (frame count, timings) that the driver awaits for
+fail-fast error detection, and the encoded media, which stays in the object store until the mux task fetches
+it. The mux gets the segments' refs (not their values) and fetches them one at a time, so no process ever
+holds the whole video: a segment task holds one segment, bounded by `segment_max_megapixels` however long
+the video is, and the mux one segment at a time.
+
+Sharing the cluster: the CPU tasks (audio, segments) are not handed to Ray at once but queued in the
+`RenderPool`'s SegmentScheduler (serve_app.scheduling), shared by every render of a supervisor, which starts
+them as CPUs free up, round-robin across principals and FIFO within one; the plan's segment count adapts to
+the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at most every
-PROGRESS_INTERVAL_S, fire-and-forget) to the render's FrameTally actor; the driver reads the tally as often
-and hands the hooks one RenderProgress (phase, frames done/total, measured speed) when the count moved. So a
-render reports a few times a second however few segments it has, and a slow reader never slows the encode.
+PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally actor (one for all renders of the pool, each
+run under a key of its own); the driver reads the tally as often and hands the hooks one RenderProgress
+(phase, frames done/total, measured speed) when the count moved. So a render reports a few times a second
+however few segments it has, and a slow reader never slows the encode.
 
 Where things run:
-- probe and the watermark preview parse the tenant's source, so they run in `parse_isolated` (a single-use
-  worker with the job's memory limit and deadline, serve_app.media_probe), never in this process: a libav
-  crash, hang or memory bomb on that file ends this render as unusable media (UnsupportedMedia or OverLimit),
-  and the supervisor and every other render carry on. The probe also holds the source to `job.limits` again
-  (they may have been lowered since the upload). The preview is an asyncio future, so cancelling the render
-  kills its parser.
+- the probe and the watermark preview parse the tenant's source, so they run in `parse_isolated` (a
+  single-use worker with the job's memory limit and deadline, serve_app.media_probe), never in this process,
+  and together, in one such worker (a worker's start-up costs more CPU than both): a libav crash, hang or
+  memory bomb on that file ends this render as unusable media (UnsupportedMedia or OverLimit), and the
+  supervisor and every other render carry on. The probe also holds the source to `job.limits` again (they
+  may have been lowered since the upload).
 - mux runs in a Ray task pinned to this node (`NodeAffinitySchedulingStrategy`, hard) rather than in a
   thread: the artifact store is this node's disk; a task can be force-cancelled mid-write, where a thread
   would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
   into a private staging directory beside `out_path`, so every leftover of a killed mux is removed exactly.
+  It reserves no CPU: it copies packets, and waiting for a CPU behind other renders' segments would hold up
+  a finished render.
 - the video encoder is chosen once per render, on a GPU node when the cluster has GPUs (h264_nvenc when it
   opens there, else libx264), and written into the spec every segment gets: all segments must share one
   encoder (one stream, one set of parameter sets), and a retried segment must not switch encoders. Segment
@@ -43,6 +53,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -61,6 +72,7 @@ from render_kernels import (
     encode_audio,
     encode_segment,
     mux_segments,
+    output_size,
     plan_segments,
     probe,
     render_preview,
@@ -69,8 +81,10 @@ from render_kernels.probe import MediaLimits
 from serve_app.config import Config
 from serve_app.media_limits import media_limits
 from serve_app.media_probe import ParseBounds, parse_isolated
+from serve_app.scheduling import Dispatched, SegmentScheduler
 
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
+MUX_OPTIONS: dict[str, Any] = {**TASK_OPTIONS, "num_cpus": 0}  # see "Where things run" above
 GPU_ENCODERS = frozenset({"h264_nvenc"})
 ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
@@ -83,10 +97,12 @@ class RenderJob:
     spec: RenderSpec
     out_path: str
     preview_path: str | None = None  # where the watermark preview PNG goes; used only when spec.watermark
-    workers: int = 0  # segments to aim for; 0: the cluster's CPU count
+    workers: int = 0  # segments to aim for; 0: as many as the CPUs nobody else's work waits for
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
     limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
+    principal: str = "local"  # whose render: the scheduler shares CPUs round-robin across principals
+    segment_max_megapixels: int = Config.segment_max_megapixels  # output pixels one segment task may encode
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:
@@ -107,25 +123,65 @@ class RenderRejected(Exception):
     """The watermark preview was not approved; nothing was muxed."""
 
 
-class FrameTally:
-    """Frames encoded so far by each segment of one render, as its segment tasks report them.
+@dataclass(frozen=True)
+class SourceReading:
+    """What one isolated parse of the source yields: its facts, the preview PNG (when a watermark is set), and
+    the seconds each took inside the parser."""
 
-    One per RenderRun, owned by the driver: it dies with the run, so a report from an abandoned run's task
-    can never count towards a later run of the same render. Reports are cumulative per segment and kept as a
-    high-water mark, so a segment retried from scratch after a worker death is not counted twice.
+    info: SourceInfo
+    preview_png: bytes | None
+    probe_s: float
+    preview_s: float
+
+
+def read_source(source_path: str, limits: MediaLimits, preview_spec: RenderSpec | None) -> SourceReading:
+    """Probe the source (held to `limits`), then render the preview when `preview_spec` is given."""
+    started = time.perf_counter()
+    info = probe(source_path, limits)
+    probed = time.perf_counter()
+    png = render_preview(source_path, info, preview_spec) if preview_spec is not None else None
+    return SourceReading(info, png, probed - started, time.perf_counter() - probed)
+
+
+class FrameTally:
+    """Frames encoded so far by each segment of the runs of one RenderPool, as their segment tasks report them.
+
+    Keyed by run (a fresh key per RenderRun, opened once its segments are planned and closed when it ends), so a
+    report from an abandoned run's task never counts towards a later run of the same render: reports for a run
+    that is not open are dropped. Reports are cumulative per segment and kept as a high-water mark, so a segment
+    retried from scratch after a worker death is not counted twice.
     """
 
-    def __init__(self, segment_count: int) -> None:
-        self.frames = [0] * segment_count
+    def __init__(self) -> None:
+        self.runs: dict[str, list[int]] = {}
 
-    def report(self, index: int, frames_done: int) -> None:
-        self.frames[index] = max(self.frames[index], frames_done)
+    def open(self, run: str, segment_count: int) -> None:
+        self.runs[run] = [0] * segment_count
 
-    def counts(self) -> list[int]:
-        return self.frames
+    def close(self, run: str) -> None:
+        self.runs.pop(run, None)
+
+    def report(self, run: str, index: int, frames_done: int) -> None:
+        if (frames := self.runs.get(run)) is not None:
+            frames[index] = max(frames[index], frames_done)
+
+    def counts(self, run: str) -> list[int] | None:
+        """Each segment's count; None when the run is not open (e.g. the tally was restarted since)."""
+        return self.runs.get(run)
 
 
-def reporter(tally, index: int):
+@dataclass(frozen=True)
+class TallyRef:
+    """Where one run's segment tasks report: the pool's FrameTally actor and the run's key (picklable)."""
+
+    actor: Any
+    run: str
+
+    def report(self, index: int, frames_done: int) -> ray.ObjectRef:
+        return self.actor.report.remote(self.run, index, frames_done)
+
+
+def reporter(tally: TallyRef, index: int):
     """The kernel's per-frame callback for segment `index`: passes the count on to the tally at most every
     PROGRESS_INTERVAL_S. Fire-and-forget: a lost report only makes the next one the first to arrive."""
     last = time.monotonic()
@@ -134,62 +190,100 @@ def reporter(tally, index: int):
         nonlocal last
         if (now := time.monotonic()) - last >= PROGRESS_INTERVAL_S:
             last = now
-            tally.report.remote(index, frames_done)
+            tally.report(index, frames_done)
 
     return on_frame
 
 
 def encode_segment_parts(source_path: str, segment: Segment, spec: RenderSpec, info: SourceInfo,
-                         tally) -> tuple[dict[str, Any], EncodedSegment]:
+                         tally: TallyRef) -> tuple[dict[str, Any], EncodedSegment]:
     """`encode_segment` as (summary, segment), reporting live to `tally`; see module docstring."""
     encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
     return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
 
 
+def encode_audio_parts(source_path: str, output_format: str) -> tuple[dict[str, Any], EncodedAudio | None]:
+    """`encode_audio` as (summary, audio): the driver awaits the summary only (see module docstring)."""
+    audio = encode_audio(source_path, output_format)
+    return (audio.stats if audio is not None else {}), audio
+
+
 def _mux(audio: EncodedAudio | None, output_format: str, out_path: str, fps: float,
-         *segments: EncodedSegment) -> MuxStats:
-    """`mux_segments` taking the segments as top-level arguments, so Ray resolves them in the task."""
-    return mux_segments(list(segments), audio, output_format, out_path, fps)
+         segment_refs: list[ray.ObjectRef]) -> MuxStats:
+    """`mux_segments` fetching the segments one at a time: refs inside a list are not resolved by Ray before the
+    task starts, so each is read from the object store only when the mux reaches it."""
+    return mux_segments((ray.get(ref) for ref in segment_refs), audio, output_format, out_path, fps)
 
 
 # The remote function segment tasks run (`num_returns=2`: summary, segment). A module attribute, so a test
 # can put a faulty twin of it in place without the driver knowing.
 segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
-_audio_task = ray.remote(**TASK_OPTIONS)(encode_audio)
-_mux_task = ray.remote(**TASK_OPTIONS)(_mux)
+_audio_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_audio_parts)
+_mux_task = ray.remote(**MUX_OPTIONS)(_mux)
 _encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
-_tally_actor = ray.remote(num_cpus=0)(FrameTally)  # no CPU: it must start while the segments hold every core
+# No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
+_tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
 
 
-async def run_render(job: RenderJob, hooks: RenderHooks) -> MuxStats:
-    """Render `job` into `job.out_path` and return what was written.
+class RenderPool:
+    """What the renders driven from one process share: the scheduler of their CPU tasks, and one FrameTally
+    actor for their live frame counts (started on first use: one worker process for all renders, not one each)."""
+
+    def __init__(self, scheduler: SegmentScheduler | None = None) -> None:
+        self.scheduler = scheduler or SegmentScheduler()
+        self._tally: Any = None
+
+    def tally(self) -> Any:
+        if self._tally is None:
+            self._tally = _tally_actor.remote()
+        return self._tally
+
+    def close(self) -> None:
+        """End the tally actor (for a pool of one render; a supervisor's pool lives as long as it does)."""
+        if self._tally is not None:
+            ray.kill(self._tally)
+            self._tally = None
+
+
+async def run_render(job: RenderJob, hooks: RenderHooks, pool: RenderPool | None = None) -> MuxStats:
+    """Render `job` into `job.out_path` and return what was written; with `pool`, sharing its scheduler and tally
+    with the other renders driven through it (without, on a pool of its own).
 
     Raises UnsupportedMedia (OverLimit past `job.limits` or `job.parse`) for unusable sources, RenderRejected
     when the preview is not approved. On any failure or cancellation every outstanding task is force-cancelled
-    (and the preview's parser killed) and no file is left at `out_path`; the preview PNG, if written, is left to
-    the caller.
+    (and the parser killed), its queued tasks are withdrawn, and no file is left at `out_path`; the preview PNG,
+    if written, is left to the caller.
     """
-    return await RenderRun(job, hooks).run()
+    return await RenderRun(job, hooks, pool).run()
 
 
 @dataclass
 class RenderRun:
-    """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe,
-    preview, approval, segments, audio, mux, total; stages overlap) and `segment_stats` each segment's own
-    timings from the kernel (decode_s, encode_s, wall_s, fps)."""
+    """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe, preview,
+    queue: the wait for the first CPU, approval, segments, audio, mux, total; stages overlap),
+    `segment_stats` each segment's own timings from the kernel (decode_s, encode_s, wall_s, fps), `audio_stats`
+    the audio kernel's (wall_s, samples; empty without audio), and
+    `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool)."""
 
     job: RenderJob
     hooks: RenderHooks
+    pool: RenderPool | None = None  # None: a pool of its own, closed when the run ends
     stages: dict[str, float] = field(default_factory=dict, init=False)
     segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
+    audio_stats: dict[str, Any] = field(default_factory=dict, init=False)
+    start_order: list[int] = field(default_factory=list, init=False)
+    _key: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)  # this run, in scheduler and tally
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
     _staging: str | None = field(default=None, init=False)  # the mux's private directory, once made
-    _tally: Any = field(default=None, init=False)  # the FrameTally actor, once the segments are planned
+    _tally: TallyRef | None = field(default=None, init=False)  # once the segments are planned
     _frames_reported: int = field(default=0, init=False)
     _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
 
     async def run(self) -> MuxStats:
         started = time.perf_counter()
+        own_pool = self.pool is None
+        if own_pool:
+            self.pool = RenderPool()
         try:
             return await self._render()
         except BaseException:
@@ -198,7 +292,9 @@ class RenderRun:
             raise
         finally:
             if self._tally is not None:  # every segment task has ended (or was cancelled): nobody reports
-                ray.kill(self._tally)
+                self._tally.actor.close.remote(self._key)
+            if own_pool:
+                self.pool.close()
             if self._staging is not None:  # only now: a cancelled mux is gone, it cannot write there any more
                 shutil.rmtree(self._staging, ignore_errors=True)
             self.stages["total"] = time.perf_counter() - started
@@ -206,33 +302,41 @@ class RenderRun:
     async def _render(self) -> MuxStats:
         job = self.job
         await self.hooks.progress(RenderProgress(PROBING))
-        info = await self._timed("probe", parse_isolated(job.parse, probe, job.source_path, job.limits))
-        workers = job.workers or int(ray.cluster_resources().get("CPU", 1))
-        segments = plan_segments(info, workers)
+        started = time.perf_counter()
+        preview_spec = job.spec if job.spec.watermark else None
+        source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, preview_spec)
+        self.stages["probe"] = time.perf_counter() - started - source.preview_s  # the parser's start-up included
+        if preview_spec is not None:
+            self.stages["preview"] = source.preview_s
+        info = source.info
+        segments = plan_segments(info, job.workers or self.pool.scheduler.plan_width(),
+                                 max_frames=self._max_segment_frames(info))
         spec, segment_options = await self._fix_encoder(job.spec, len(segments))
-        self._tally = _tally_actor.remote(len(segments))
+        self._tally = TallyRef(self.pool.tally(), self._key)
+        self._tally.actor.open.remote(self._key, len(segments))
         await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
 
-        # Submission order is start order when CPUs are short: the preview first, as a person waits on it;
-        # then the audio, which would otherwise run alone after the (equally sized) segments end together.
-        preview = (asyncio.ensure_future(parse_isolated(job.parse, render_preview, job.source_path, info, spec))
-                   if spec.watermark else None)
-        audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
-        parts = [self._submit(segment_task, segment_options, job.source_path, s, spec, info, self._tally)
+        # The audio first: it would otherwise run alone after the (equally sized) segments end together.
+        audio = self._schedule(_audio_task, {}, job.source_path, spec.output_format)
+        parts = [self._schedule(segment_task, segment_options, job.source_path, s, spec, info, self._tally)
                  for s in segments]
-        summaries, encoded = [p[0] for p in parts], [p[1] for p in parts]
 
-        gate = [self._approval_gate(preview)] if preview is not None else []
-        work = (self._encode(summaries, info), self._timed("audio", _value(audio)), *gate)
+        gate = [self._approval_gate(source.preview_png)] if source.preview_png is not None else []
+        work = (self._encode(parts, info), self._audio(audio), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
             await asyncio.gather(*waits)  # raises the first failure (or the rejection) at once
         finally:
-            for waiting in (*waits, *([preview] if preview is not None else [])):
-                waiting.cancel()  # the preview too: a gate cancelled before it ran never awaited it
+            for waiting in waits:
+                waiting.cancel()
 
         await self.hooks.progress(RenderProgress(MUXING, info.frame_count, info.frame_count, source_fps=info.fps))
-        return await self._timed("mux", self._mux(audio, encoded, spec.output_format, info.fps))
+        encoded = [part.result().refs[1] for part in parts]
+        return await self._timed("mux", self._mux(audio.result().refs[1], encoded, spec.output_format, info.fps))
+
+    def _max_segment_frames(self, info: SourceInfo) -> int:
+        width, height = output_size(info.width, info.height, self.job.spec.resolution)
+        return max(1, self.job.segment_max_megapixels * 1_000_000 // (width * height))
 
     async def _fix_encoder(self, spec: RenderSpec, segment_count: int) -> tuple[RenderSpec, dict[str, Any]]:
         """The spec with its video encoder decided, and the extra Ray options its segment tasks need."""
@@ -247,14 +351,29 @@ class RenderRun:
             return spec, {"num_gpus": min(1.0, gpus / segment_count)}  # every segment fits on the GPUs at once
         return spec, {}
 
-    async def _encode(self, summaries: list[ray.ObjectRef], info: SourceInfo) -> None:
+    def _schedule(self, task, options: dict[str, Any], *args) -> asyncio.Future[Dispatched]:
+        """Queue a CPU task of this render in the pool's scheduler, which starts it (`_submit`) in its turn."""
+        return self.pool.scheduler.submit(self.job.principal, self._key, lambda: self._submit(task, options, *args))
+
+    async def _summary(self, started: asyncio.Future[Dispatched]) -> Any:
+        """The summary (first return) of a scheduled task, once it has been started and has ended."""
+        dispatched = await started
+        self.start_order.append(dispatched.order)
+        if dispatched.order == min(self.start_order):  # the render's first task to start
+            self.stages["queue"] = dispatched.queued_s
+        return await _value(dispatched.refs[0])
+
+    async def _audio(self, audio: asyncio.Future[Dispatched]) -> None:
+        self.audio_stats = await self._timed("audio", self._summary(audio))
+
+    async def _encode(self, parts: list[asyncio.Future[Dispatched]], info: SourceInfo) -> None:
         """Await the segment summaries as they complete, reporting the frames done meanwhile: each segment's
         count is the larger of its live tally and, once it has ended, its final frame count."""
         started = time.perf_counter()
-        self._speed.add(0)  # the segments start now: speed is measured from here
-        frames = [0] * len(summaries)
+        self._speed.add(0)  # the segments are queued now: speed is measured from here
+        frames = [0] * len(parts)
         watching = asyncio.ensure_future(self._watch_tally(frames, info))
-        waiting = {asyncio.ensure_future(_value(ref)) for ref in summaries}
+        waiting = {asyncio.ensure_future(self._summary(part)) for part in parts}
         try:
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -276,11 +395,12 @@ class RenderRun:
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             try:
-                live = await self._tally.counts.remote()
+                live = await self._tally.actor.counts.remote(self._key)
             except ray.exceptions.RayActorError:
                 return
-            frames[:] = map(max, frames, live)
-            await self._report_frames(sum(frames), info)
+            if live is not None:
+                frames[:] = map(max, frames, live)
+                await self._report_frames(sum(frames), info)
 
     async def _report_frames(self, frames_done: int, info: SourceInfo) -> None:
         """Hand the hooks a rendering report when the count moved (so never backwards, never repeated)."""
@@ -290,9 +410,8 @@ class RenderRun:
         fps = self._speed.add(frames_done)
         await self.hooks.progress(RenderProgress(RENDERING, frames_done, info.frame_count, fps, info.fps))
 
-    async def _approval_gate(self, preview: asyncio.Future) -> None:
+    async def _approval_gate(self, png: bytes) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""
-        png = await self._timed("preview", preview)
         await asyncio.to_thread(_write_atomically, self.job.preview_path, png)
         approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
         if not approved:
@@ -305,7 +424,7 @@ class RenderRun:
         self._staging = tempfile.mkdtemp(prefix=".mux-", dir=os.path.dirname(out_path))
         staged = os.path.join(self._staging, os.path.basename(out_path))
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, *encoded)
+        ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, encoded)
         stats = await _value(ref)
         os.chmod(staged, 0o644)  # the kernel's temp file is private; the artifact is served to its owner
         os.replace(staged, out_path)  # same directory tree, so atomic
@@ -324,8 +443,10 @@ class RenderRun:
         return result
 
     async def _cancel_unfinished(self) -> None:
-        """Force-cancel every unfinished task and wait (bounded) until they are gone, so a killed mux cannot
-        still be writing when its staging files are removed."""
+        """Withdraw the queued tasks, force-cancel every started one that has not finished, and wait (bounded)
+        until they are gone, so a killed mux cannot still be writing when its staging files are removed."""
+        if self.pool is not None:
+            self.pool.scheduler.withdraw(self.job.principal, self._key)
         if not self._submitted:
             return
         _, unfinished = ray.wait(self._submitted, num_returns=len(self._submitted), timeout=0, fetch_local=False)
@@ -333,7 +454,6 @@ class RenderRun:
             ray.cancel(ref, force=True)
         if unfinished:
             await asyncio.wait([asyncio.ensure_future(_settled(ref)) for ref in unfinished], timeout=CANCEL_WAIT_S)
-
 
 async def _value(ref: ray.ObjectRef) -> Any:
     """A task's value; a kernel exception is re-raised as itself (not wrapped in a RayTaskError)."""

@@ -49,7 +49,7 @@ from serve_app.disk_full import is_disk_full, render_storage_full
 from serve_app.handles import registry_handle
 from serve_app.media_limits import media_limits, media_refusal
 from serve_app.media_probe import ParseBounds
-from serve_app.render_driver import RenderHooks, RenderJob, RenderRejected, run_render
+from serve_app.render_driver import RenderHooks, RenderJob, RenderPool, RenderRejected, run_render
 
 logger = logging.getLogger(__name__)
 
@@ -119,12 +119,12 @@ class RenderTimedOut(Exception):
     """The render ran past VIDFORGE_RENDER_TIMEOUT_S and was stopped (its tasks cancelled, its files removed)."""
 
 
-async def run_render_within(limit_s: float, job: RenderJob, hooks: RenderHooks) -> MuxStats:
-    """`run_render`, stopped at `limit_s` the way a cancel stops it and then raised as RenderTimedOut. A
-    TimeoutError from inside the render (not this deadline) passes through as the fault it is."""
+async def run_render_within(limit_s: float, job: RenderJob, hooks: RenderHooks, pool: RenderPool) -> MuxStats:
+    """`run_render` on `pool`, stopped at `limit_s` the way a cancel stops it and then raised as RenderTimedOut.
+    A TimeoutError from inside the render (not this deadline) passes through as the fault it is."""
     try:
         async with asyncio.timeout(limit_s) as deadline:
-            return await run_render(job, hooks)
+            return await run_render(job, hooks, pool)
     except TimeoutError:
         if deadline.expired():
             raise RenderTimedOut from None
@@ -147,6 +147,8 @@ def render_job(rec: dict[str, Any], config: Config, assets: AssetStore) -> Rende
         workers=config.render_workers,
         parse=ParseBounds.of(config),
         limits=media_limits(config),
+        principal=principal,
+        segment_max_megapixels=config.segment_max_megapixels,
     )
 
 
@@ -156,6 +158,8 @@ class RenderSupervisor:
         self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
         self.running: dict[str, asyncio.Task] = {}
+        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.scheduling).
+        self.pool = RenderPool()
         # Resume on this instance's own start: a restarted actor may get no call for a long time (a task's
         # progress is read from the registry, never from here). Ray runs an async actor's constructor on its
         # event loop; in-process, construct it inside one.
@@ -223,7 +227,8 @@ class RenderSupervisor:
             if rec is None or rec["cancel_requested"]:  # the first checkpoint: ended, or cancelled, before any work
                 raise asyncio.CancelledError
             job = render_job(rec, config, self.assets)
-            stats = await run_render_within(config.render_timeout_s, job, RegistryHooks(self.registry, rec, config))
+            hooks = RegistryHooks(self.registry, rec, config)
+            stats = await run_render_within(config.render_timeout_s, job, hooks, self.pool)
         except (asyncio.CancelledError, Exception) as exc:
             discard(config.data_dir, task_id)  # every way out but success leaves no file behind
             await self._end_unfinished(task_id, args, exc)

@@ -6,6 +6,7 @@ import dataclasses
 import glob
 import os
 import pickle
+import weakref
 from fractions import Fraction
 
 import av
@@ -359,6 +360,40 @@ def test_variable_frame_rate_source_renders_constant_rate(vfr_clip, media_dir):
     stats = render(vfr_clip, RenderSpec("mp4", "720p"), str(media_dir / "vfr_out.mp4"), workers=2)
     assert stats.frame_count == info.frame_count == 30
     check_output(stats.path, "h264", "aac", 30, info.fps, keyframes_at=(0, 10), duration_s=info.audio.duration_s)
+
+
+def test_mux_reads_one_segment_at_a_time_and_writes_the_same_bytes(clip, media_dir):
+    """Given a generator, the mux drops each segment before it asks for the next (as the driver's mux task fetches
+    them from the object store), and the file is byte for byte the one a list of the same segments makes."""
+    info = probe(clip)
+    spec = RenderSpec("mp4", "720p")
+    listed = [encode_segment(clip, s, spec, info) for s in plan_segments(info, 3, 1.0)]
+    audio = encode_audio(clip, "mp4")
+    mux_segments(listed, audio, "mp4", str(media_dir / "listed.mp4"), info.fps)
+    stored = [pickle.dumps(s) for s in listed]
+    del listed
+    fetched: list[weakref.ref] = []
+
+    def one_at_a_time():
+        for blob in stored:
+            assert all(ref() is None for ref in fetched), "the mux still holds an earlier segment"
+            box = [pickle.loads(blob)]
+            fetched.append(weakref.ref(box[0]))
+            yield box.pop()  # the generator keeps no reference of its own
+
+    stats = mux_segments(one_at_a_time(), audio, "mp4", str(media_dir / "streamed.mp4"), info.fps)
+    assert len(fetched) == 3 and stats.frame_count == 40
+    assert (media_dir / "streamed.mp4").read_bytes() == (media_dir / "listed.mp4").read_bytes()
+
+
+def test_mux_refuses_segments_out_of_order(clip, media_dir):
+    info = probe(clip)
+    spec = RenderSpec("mp4", "720p")
+    segments = [encode_segment(clip, s, spec, info) for s in plan_segments(info, 2, 1.0)]
+    with pytest.raises(ValueError, match="segment 1 came where segment 0 belongs"):
+        mux_segments(segments[::-1], None, "mp4", str(media_dir / "reversed.mp4"), info.fps)
+    assert not (media_dir / "reversed.mp4").exists()
+    assert [f for f in os.listdir(media_dir) if f.startswith(".mux-")] == []
 
 
 def test_mux_failure_leaves_no_artifact(clip, media_dir):

@@ -32,7 +32,7 @@ from media import make_clip, make_watermark_png, psnr_y  # noqa: E402 - the suit
 
 from render_kernels import RenderSpec, WatermarkSpec, output_size, plan_segments, probe  # noqa: E402
 from render_kernels.audio import AAC_BIT_RATE  # noqa: E402
-from render_kernels.compose import INTERPOLATION, Watermark  # noqa: E402
+from render_kernels.compose import Watermark  # noqa: E402
 from render_kernels.encoders import X264_OPTIONS  # noqa: E402
 from serve_app.render_driver import RenderJob, RenderRun  # noqa: E402
 
@@ -72,20 +72,25 @@ def watermark_box(watermark: WatermarkSpec, width: int, height: int) -> tuple[in
 
 
 def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
-    """The same render as one ffmpeg command: scale, overlay (same size, place, opacity), x264, AAC."""
+    """The same render as one plain ffmpeg command: scale with ffmpeg's default scaler (bicubic, as the kernels'
+    INTERPOLATION), overlay the watermark if any (same size, place, opacity), x264 at the kernels' preset and
+    CRF, AAC at the kernels' bit rate, +faststart."""
     info = probe(source)
     width, height = output_size(info.width, info.height, spec.resolution)
-    x, y, wm_w, wm_h = watermark_box(spec.watermark, width, height)
-    graph = (
-        f"[0:v]scale={width}:{height}:flags={INTERPOLATION.lower()}[v];"
-        f"[1:v]scale={wm_w}:{wm_h}:flags=bicubic,format=rgba,colorchannelmixer=aa={spec.watermark.opacity}[wm];"
-        f"[v][wm]overlay={x}:{y}:format=yuv420,format=yuv420p[out]"
-    )
+    if spec.watermark is None:
+        video = ["-vf", f"scale={width}:{height}", "-map", "0:v:0"]
+    else:
+        x, y, wm_w, wm_h = watermark_box(spec.watermark, width, height)
+        graph = (
+            f"[0:v]scale={width}:{height}[v];"
+            f"[1:v]scale={wm_w}:{wm_h},format=rgba,colorchannelmixer=aa={spec.watermark.opacity}[wm];"
+            f"[v][wm]overlay={x}:{y}:format=yuv420,format=yuv420p[out]"
+        )
+        video = ["-i", spec.watermark.image_path, "-filter_complex", graph, "-map", "[out]"]
     x264 = [arg for key, value in X264_OPTIONS.items() for arg in (f"-{key}", value)]
     return [
-        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", source, "-i", spec.watermark.image_path,
-        "-filter_complex", graph, "-map", "[out]", "-map", "0:a?", "-c:v", "libx264", *x264,
-        "-c:a", "aac", "-b:a", str(AAC_BIT_RATE), "-movflags", "+faststart", out_path,
+        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", source, *video, "-map", "0:a?",
+        "-c:v", "libx264", *x264, "-c:a", "aac", "-b:a", str(AAC_BIT_RATE), "-movflags", "+faststart", out_path,
     ]
 
 

@@ -32,8 +32,9 @@ Where things run:
   thread: the artifact store is this node's disk; a task can be force-cancelled mid-write, where a thread
   would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
   into a private staging directory beside `out_path`, so every leftover of a killed mux is removed exactly.
-  It reserves no CPU: it copies packets, and waiting for a CPU behind other renders' segments would hold up
-  a finished render.
+  It is the render's final task in the scheduler: it takes the CPU the render's last segment (or audio)
+  freed, so a finished render neither waits for a CPU behind other renders nor needs a Ray worker started
+  for a CPU-less task (a worker's start-up costs more CPU than the mux).
 - the video encoder is chosen once per render, on a GPU node when the cluster has GPUs (h264_nvenc when it
   opens there, else libx264), and written into the spec every segment gets: all segments must share one
   encoder (one stream, one set of parameter sets), and a retried segment must not switch encoders. Segment
@@ -84,7 +85,6 @@ from serve_app.media_probe import ParseBounds, parse_isolated
 from serve_app.scheduling import Dispatched, SegmentScheduler
 
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
-MUX_OPTIONS: dict[str, Any] = {**TASK_OPTIONS, "num_cpus": 0}  # see "Where things run" above
 GPU_ENCODERS = frozenset({"h264_nvenc"})
 ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
@@ -219,7 +219,7 @@ def _mux(audio: EncodedAudio | None, output_format: str, out_path: str, fps: flo
 # can put a faulty twin of it in place without the driver knowing.
 segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
 _audio_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_audio_parts)
-_mux_task = ray.remote(**MUX_OPTIONS)(_mux)
+_mux_task = ray.remote(**TASK_OPTIONS)(_mux)
 _encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
 # No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
 _tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
@@ -243,6 +243,20 @@ class RenderPool:
         if self._tally is not None:
             ray.kill(self._tally)
             self._tally = None
+
+
+@dataclass(frozen=True)
+class RenderTimings:
+    """Where one run's time went: wall seconds per stage (see RenderRun; stages overlap), and the kernels' own
+    wall seconds for each segment and for the audio."""
+
+    stages: dict[str, float]
+    segment_wall_s: tuple[float, ...]
+    audio_wall_s: float | None
+
+    def summary(self) -> str:
+        stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.stages.items())
+        return f"{stages}; {len(self.segment_wall_s)} segments"
 
 
 async def run_render(job: RenderJob, hooks: RenderHooks, pool: RenderPool | None = None) -> MuxStats:
@@ -299,6 +313,10 @@ class RenderRun:
                 shutil.rmtree(self._staging, ignore_errors=True)
             self.stages["total"] = time.perf_counter() - started
 
+    def timings(self) -> RenderTimings:
+        return RenderTimings(dict(self.stages), tuple(s["wall_s"] for s in self.segment_stats),
+                             self.audio_stats.get("wall_s"))
+
     async def _render(self) -> MuxStats:
         job = self.job
         await self.hooks.progress(RenderProgress(PROBING))
@@ -351,9 +369,14 @@ class RenderRun:
             return spec, {"num_gpus": min(1.0, gpus / segment_count)}  # every segment fits on the GPUs at once
         return spec, {}
 
-    def _schedule(self, task, options: dict[str, Any], *args) -> asyncio.Future[Dispatched]:
+    def _schedule(self, task, options: dict[str, Any], *args, final: bool = False) -> asyncio.Future[Dispatched]:
         """Queue a CPU task of this render in the pool's scheduler, which starts it (`_submit`) in its turn."""
-        return self.pool.scheduler.submit(self.job.principal, self._key, lambda: self._submit(task, options, *args))
+
+        def start() -> list[ray.ObjectRef]:
+            refs = self._submit(task, options, *args)
+            return refs if isinstance(refs, list) else [refs]
+
+        return self.pool.scheduler.submit(self.job.principal, self._key, start, final)
 
     async def _summary(self, started: asyncio.Future[Dispatched]) -> Any:
         """The summary (first return) of a scheduled task, once it has been started and has ended."""
@@ -424,8 +447,9 @@ class RenderRun:
         self._staging = tempfile.mkdtemp(prefix=".mux-", dir=os.path.dirname(out_path))
         staged = os.path.join(self._staging, os.path.basename(out_path))
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        ref = self._submit(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged, fps, encoded)
-        stats = await _value(ref)
+        dispatched = await self._schedule(_mux_task, {"scheduling_strategy": here}, audio, output_format, staged,
+                                          fps, encoded, final=True)
+        stats = await _value(dispatched.refs[0])
         os.chmod(staged, 0o644)  # the kernel's temp file is private; the artifact is served to its owner
         os.replace(staged, out_path)  # same directory tree, so atomic
         return replace(stats, path=self.job.out_path)

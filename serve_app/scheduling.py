@@ -9,7 +9,10 @@ gives Ray only as many as the cluster has CPUs and picks the next one fairly:
 - round-robin across principals, FIFO within one (its renders in arrival order, each render's tasks in
   order): another tenant's render starts at the next free CPU however long the queue ahead of it is, and a
   tenant's later render never overtakes its earlier one, so the first of a batch finishes first;
-- a task holds its CPU until its first return settles (done, failed or cancelled);
+- a task holds its CPU until its first return settles (done, failed or cancelled); when it was its render's
+  last task, the CPU stays the render's for up to FINAL_RESERVE_S, for the task that finishes the render (its
+  mux, submitted with `final=True` and started ahead of every queue): the render completes without waiting
+  for a CPU behind other renders, and without a CPU-less task that would need a Ray worker started for it;
 - `plan_width`: a render being planned is cut into as many segments as there are CPUs nobody else's work is
   waiting for. On an idle cluster it spreads over every CPU; on a busy one it is a single segment (as long as
   the planner's memory cap allows), because extra segments would only take CPUs from the renders queued ahead
@@ -31,6 +34,9 @@ from typing import Generic, TypeVar
 import ray
 
 CAPACITY_REFRESH_S = 10.0  # how long a read of the cluster's CPU count is trusted (nodes join and leave)
+# How long a render keeps the CPU its last task freed, for its final task: the driver submits that at once
+# unless the render still awaits its watermark approval, when the CPU goes back to the queue after this.
+FINAL_RESERVE_S = 3.0
 
 Item = TypeVar("Item")
 
@@ -109,6 +115,8 @@ class _Waiting:
     start: Callable[[], Sequence[ray.ObjectRef]]
     started: asyncio.Future[Dispatched]
     queued_at: float
+    key: tuple[str, Hashable]  # (principal, render)
+    final: bool
 
 
 class SegmentScheduler:
@@ -121,49 +129,103 @@ class SegmentScheduler:
     def __init__(self, capacity: Callable[[], int] | None = None) -> None:
         self._capacity = capacity or ClusterCpus()
         self._queue: FairQueue[_Waiting] = FairQueue()
-        self._running = 0
+        self._final: deque[_Waiting] = deque()  # renders' final tasks: started before anything queued
+        self._running = 0  # CPUs held: by started tasks, and reserved for a render's final task
         self._started = 0
+        self._unfinished: dict[tuple[str, Hashable], int] = {}  # per render: tasks queued or running
+        self._reserved: dict[tuple[str, Hashable], asyncio.TimerHandle] = {}
+        self._withdrawn: set[tuple[str, Hashable]] = set()  # until their running tasks have ended
 
     def plan_width(self) -> int:
         """How many segments a render planned now should aim for: the CPUs that no running or queued task will
         take (at least 1)."""
-        return max(1, self._capacity() - self._running - len(self._queue))
+        return max(1, self._capacity() - self._running - len(self._queue) - len(self._final))
 
-    def submit(self, principal: str, render: Hashable, start: Callable[[], Sequence[ray.ObjectRef]]
-               ) -> asyncio.Future[Dispatched]:
+    def submit(self, principal: str, render: Hashable, start: Callable[[], Sequence[ray.ObjectRef]],
+               final: bool = False) -> asyncio.Future[Dispatched]:
         """Queue a task; `start()` submits it to Ray and returns its refs. The future resolves once it has been
         started (with `start`'s exception, if it raised), and is cancelled if the render is withdrawn first.
-        The task holds its CPU until its first ref settles."""
-        waiting = _Waiting(start, asyncio.get_running_loop().create_future(), time.monotonic())
-        self._queue.push(principal, render, waiting)
+        The task holds its CPU until its first ref settles. A `final` task (one per render, after all its other
+        tasks) takes the CPU its render reserved, else the next free one before any other queued task."""
+        key = (principal, render)
+        waiting = _Waiting(start, asyncio.get_running_loop().create_future(), time.monotonic(), key, final)
+        self._unfinished[key] = self._unfinished.get(key, 0) + 1
+        if final and (reservation := self._reserved.pop(key, None)) is not None:
+            reservation.cancel()
+            self._start(waiting)  # on the CPU already counted as held
+            return waiting.started
+        if final:
+            self._final.append(waiting)
+        else:
+            self._queue.push(principal, render, waiting)
         self._dispatch()
         return waiting.started
 
     def withdraw(self, principal: str, render: Hashable) -> None:
-        """Drop a render's queued tasks (its started ones are the caller's to cancel)."""
-        for waiting in self._queue.remove(principal, render):
+        """Drop a render's queued tasks and any CPU reserved for it (its started tasks are the caller's to
+        cancel; they free their CPUs as they end)."""
+        key = (principal, render)
+        dropped = self._queue.remove(principal, render) + [w for w in self._final if w.key == key]
+        self._final = deque(w for w in self._final if w.key != key)
+        for waiting in dropped:
             waiting.started.cancel()
+        self._settle(key, len(dropped))
+        if key in self._unfinished:
+            self._withdrawn.add(key)
+        if (reservation := self._reserved.pop(key, None)) is not None:
+            reservation.cancel()
+            self._free()
 
     def _dispatch(self) -> None:
-        while self._queue and self._running < self._capacity():
-            waiting = self._queue.pop()
+        while (self._final or self._queue) and self._running < self._capacity():
+            waiting = self._final.popleft() if self._final else self._queue.pop()
             if waiting.started.done():  # cancelled by its caller without a withdraw: nothing to start
-                continue
-            try:
-                refs = waiting.start()
-            except Exception as exc:  # noqa: BLE001 - handed to the render that asked, which fails with it
-                waiting.started.set_exception(exc)
+                self._settle(waiting.key, 1)
                 continue
             self._running += 1
-            waiting.started.set_result(Dispatched(refs, self._started, time.monotonic() - waiting.queued_at))
-            self._started += 1
-            asyncio.ensure_future(self._hold(refs[0]))
+            self._start(waiting)
 
-    async def _hold(self, first: Awaitable) -> None:
+    def _start(self, waiting: _Waiting) -> None:
+        """Start a task on a CPU already counted in `_running`."""
+        try:
+            refs = waiting.start()
+        except Exception as exc:  # noqa: BLE001 - handed to the render that asked, which fails with it
+            waiting.started.set_exception(exc)
+            self._settle(waiting.key, 1)
+            self._free()
+            return
+        waiting.started.set_result(Dispatched(refs, self._started, time.monotonic() - waiting.queued_at))
+        self._started += 1
+        asyncio.ensure_future(self._hold(waiting, refs[0]))
+
+    async def _hold(self, waiting: _Waiting, first: Awaitable) -> None:
         try:
             await first
         except Exception:  # noqa: BLE001 - any end (a failure, a cancel, a lost worker) frees the CPU
             pass
         finally:
-            self._running -= 1
-            self._dispatch()
+            key = waiting.key
+            withdrawn = key in self._withdrawn
+            if self._settle(key, 1) and not waiting.final and not withdrawn:  # its render's last task
+                loop = asyncio.get_running_loop()
+                self._reserved[key] = loop.call_later(FINAL_RESERVE_S, self._unreserve, key)
+            else:
+                self._free()
+
+    def _settle(self, key: tuple[str, Hashable], count: int) -> bool:
+        """`count` of the render's tasks are done (or dropped); True when none is left."""
+        left = self._unfinished.get(key, 0) - count
+        if left > 0:
+            self._unfinished[key] = left
+            return False
+        self._unfinished.pop(key, None)
+        self._withdrawn.discard(key)
+        return True
+
+    def _unreserve(self, key: tuple[str, Hashable]) -> None:
+        if self._reserved.pop(key, None) is not None:
+            self._free()
+
+    def _free(self) -> None:
+        self._running -= 1
+        self._dispatch()

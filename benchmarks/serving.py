@@ -195,7 +195,7 @@ KINDS = (
     ("ProxyActor", "Serve HTTP proxy"),
     ("RenderSupervisor", "supervisor"),
     ("encode_segment_parts", "segment worker"),
-    ("_mux", "mux"),
+    ("mux_stored_segments", "mux"),
     ("encode_audio_parts", "audio worker"),
     ("MediaParser", "media parser"),
     ("TaskRegistry", "registry"),

@@ -3,7 +3,8 @@
     read_source (probe, and the watermark preview; isolated) -> plan_segments -> encode_audio || encode_segment
         x N (each started by the pool's fair scheduler) -> [approval gate] -> mux_segments (pinned here) -> out_path
 
-Data flow: raw frames never leave a task, and encoded media never passes through the driver. Audio and
+Data flow: raw frames never leave a task, and encoded media never passes through the driver (the task
+bodies are in serve_app.render_tasks, light for every worker to import). Audio and
 segment tasks each return two objects: a small summary (frame count, timings) that the driver awaits for
 fail-fast error detection, and the encoded media, which stays in the object store until the mux task fetches
 it. The mux gets the segments' refs (not their values) and fetches them one at a time, so no process ever
@@ -62,33 +63,25 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mcp_protocol.progress import MUXING, PROBING, RENDERING, RenderProgress, SpeedMeter
-from render_kernels import (
-    EncodedAudio,
-    EncodedSegment,
-    MuxStats,
-    RenderSpec,
-    Segment,
-    SourceInfo,
-    choose_video_encoder,
-    encode_audio,
-    encode_segment,
-    mux_segments,
-    output_size,
-    plan_segments,
-    probe,
-    render_preview,
-)
+from render_kernels import MuxStats, RenderSpec, SourceInfo, choose_video_encoder, output_size, plan_segments, read_source
 from render_kernels.probe import MediaLimits
 from serve_app.config import Config
 from serve_app.media_limits import media_limits
 from serve_app.media_probe import ParseBounds, parse_isolated
+from serve_app.render_tasks import (
+    PROGRESS_INTERVAL_S,
+    FrameTally,
+    TallyRef,
+    encode_audio_parts,
+    encode_segment_parts,
+    mux_stored_segments,
+)
 from serve_app.scheduling import Dispatched, SegmentScheduler
 
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
 GPU_ENCODERS = frozenset({"h264_nvenc"})
 ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
-PROGRESS_INTERVAL_S = 0.5  # how often a segment task reports its frames, and the driver reads them
 
 
 @dataclass(frozen=True)
@@ -123,103 +116,11 @@ class RenderRejected(Exception):
     """The watermark preview was not approved; nothing was muxed."""
 
 
-@dataclass(frozen=True)
-class SourceReading:
-    """What one isolated parse of the source yields: its facts, the preview PNG (when a watermark is set), and
-    the seconds each took inside the parser."""
-
-    info: SourceInfo
-    preview_png: bytes | None
-    probe_s: float
-    preview_s: float
-
-
-def read_source(source_path: str, limits: MediaLimits, preview_spec: RenderSpec | None) -> SourceReading:
-    """Probe the source (held to `limits`), then render the preview when `preview_spec` is given."""
-    started = time.perf_counter()
-    info = probe(source_path, limits)
-    probed = time.perf_counter()
-    png = render_preview(source_path, info, preview_spec) if preview_spec is not None else None
-    return SourceReading(info, png, probed - started, time.perf_counter() - probed)
-
-
-class FrameTally:
-    """Frames encoded so far by each segment of the runs of one RenderPool, as their segment tasks report them.
-
-    Keyed by run (a fresh key per RenderRun, opened once its segments are planned and closed when it ends), so a
-    report from an abandoned run's task never counts towards a later run of the same render: reports for a run
-    that is not open are dropped. Reports are cumulative per segment and kept as a high-water mark, so a segment
-    retried from scratch after a worker death is not counted twice.
-    """
-
-    def __init__(self) -> None:
-        self.runs: dict[str, list[int]] = {}
-
-    def open(self, run: str, segment_count: int) -> None:
-        self.runs[run] = [0] * segment_count
-
-    def close(self, run: str) -> None:
-        self.runs.pop(run, None)
-
-    def report(self, run: str, index: int, frames_done: int) -> None:
-        if (frames := self.runs.get(run)) is not None:
-            frames[index] = max(frames[index], frames_done)
-
-    def counts(self, run: str) -> list[int] | None:
-        """Each segment's count; None when the run is not open (e.g. the tally was restarted since)."""
-        return self.runs.get(run)
-
-
-@dataclass(frozen=True)
-class TallyRef:
-    """Where one run's segment tasks report: the pool's FrameTally actor and the run's key (picklable)."""
-
-    actor: Any
-    run: str
-
-    def report(self, index: int, frames_done: int) -> ray.ObjectRef:
-        return self.actor.report.remote(self.run, index, frames_done)
-
-
-def reporter(tally: TallyRef, index: int):
-    """The kernel's per-frame callback for segment `index`: passes the count on to the tally at most every
-    PROGRESS_INTERVAL_S. Fire-and-forget: a lost report only makes the next one the first to arrive."""
-    last = time.monotonic()
-
-    def on_frame(frames_done: int) -> None:
-        nonlocal last
-        if (now := time.monotonic()) - last >= PROGRESS_INTERVAL_S:
-            last = now
-            tally.report(index, frames_done)
-
-    return on_frame
-
-
-def encode_segment_parts(source_path: str, segment: Segment, spec: RenderSpec, info: SourceInfo,
-                         tally: TallyRef) -> tuple[dict[str, Any], EncodedSegment]:
-    """`encode_segment` as (summary, segment), reporting live to `tally`; see module docstring."""
-    encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
-    return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
-
-
-def encode_audio_parts(source_path: str, output_format: str) -> tuple[dict[str, Any], EncodedAudio | None]:
-    """`encode_audio` as (summary, audio): the driver awaits the summary only (see module docstring)."""
-    audio = encode_audio(source_path, output_format)
-    return (audio.stats if audio is not None else {}), audio
-
-
-def _mux(audio: EncodedAudio | None, output_format: str, out_path: str, fps: float,
-         segment_refs: list[ray.ObjectRef]) -> MuxStats:
-    """`mux_segments` fetching the segments one at a time: refs inside a list are not resolved by Ray before the
-    task starts, so each is read from the object store only when the mux reaches it."""
-    return mux_segments((ray.get(ref) for ref in segment_refs), audio, output_format, out_path, fps)
-
-
 # The remote function segment tasks run (`num_returns=2`: summary, segment). A module attribute, so a test
 # can put a faulty twin of it in place without the driver knowing.
 segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
 _audio_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_audio_parts)
-_mux_task = ray.remote(**TASK_OPTIONS)(_mux)
+_mux_task = ray.remote(**TASK_OPTIONS)(mux_stored_segments)
 _encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
 # No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
 _tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
@@ -321,10 +222,9 @@ class RenderRun:
         job = self.job
         await self.hooks.progress(RenderProgress(PROBING))
         started = time.perf_counter()
-        preview_spec = job.spec if job.spec.watermark else None
-        source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, preview_spec)
+        source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, job.spec)
         self.stages["probe"] = time.perf_counter() - started - source.preview_s  # the parser's start-up included
-        if preview_spec is not None:
+        if source.preview_png is not None:
             self.stages["preview"] = source.preview_s
         info = source.info
         segments = plan_segments(info, job.workers or self.pool.scheduler.plan_width(),

@@ -14,8 +14,9 @@ from media import decode_all, make_clip, make_watermark_png, psnr_y
 
 from mcp_protocol.progress import RenderProgress
 from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
-from serve_app import render_driver
-from serve_app.render_driver import FrameTally, RenderJob, RenderRejected, run_render
+from serve_app import render_driver, render_tasks
+from serve_app.render_driver import RenderJob, RenderRejected, run_render
+from serve_app.render_tasks import FrameTally
 
 pytestmark = pytest.mark.ray
 
@@ -147,7 +148,7 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     seen_mid = str(tmp_path / "driver-saw-a-mid-segment-count")
 
     def pauses_midway(source_path, segment, spec, info, tally):
-        forward = render_driver.reporter(tally, segment.index)
+        forward = render_tasks.reporter(tally, segment.index)
 
         def on_frame(frames_done):
             forward(frames_done)
@@ -189,7 +190,7 @@ def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_pa
                     os._exit(1)  # the worker process dies: Ray's max_retries, not an exception retry
 
             encode_segment(source_path, segment, spec, info, die_at_half)
-        return render_driver.encode_segment_parts(source_path, segment, spec, info, tally)
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
 
     faulty = ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(dies_midway_on_first_attempt)
     monkeypatch.setattr(render_driver, "segment_task", faulty)
@@ -278,7 +279,7 @@ def test_renders_share_the_cpus_fairly_and_plan_for_the_free_ones(cluster, media
             while not gate.exists():
                 assert time.monotonic() < deadline, "the gate never opened"
                 time.sleep(0.05)
-        return render_driver.encode_segment_parts(source_path, segment, spec, info, tally)
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
 
     monkeypatch.setattr(render_driver, "segment_task",
                         ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(waits_for_the_gate))

@@ -28,10 +28,12 @@ from render_kernels import (
     plan_segments,
     probe,
     probe_image,
+    read_source,
     render_preview,
 )
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN
 from render_kernels.encoders import nvenc_available
+from render_kernels.probe import MediaLimits
 
 FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
 OUT_W, OUT_H = 1280, 720
@@ -474,6 +476,16 @@ def test_rendered_video_carries_watermark(clip, red_png, media_dir, mp4_renders)
         expected = 0.7 * np.array([255.0, 0, 0]) + 0.3 * plain[inside]
         assert np.abs(marked[inside] - expected).mean(axis=0) == pytest.approx([0, 0, 0], abs=4)
         assert np.abs(marked[outside] - plain[outside]).mean() < 2.0
+
+
+def test_read_source_is_the_probe_and_the_preview_in_one_call(clip, red_png):
+    plain = read_source(clip, spec=RenderSpec("mp4", "720p"))
+    assert plain.info == probe(clip) and plain.preview_png is None and plain.probe_s > 0
+    spec = RenderSpec("mp4", "720p", WatermarkSpec(red_png, position="top_left", opacity=0.5))
+    marked = read_source(clip, spec=spec)
+    assert marked.info == plain.info and marked.preview_png == render_preview(clip, marked.info, spec)
+    with pytest.raises(UnsupportedMedia, match="max_frames|frames"):
+        read_source(clip, MediaLimits(max_frames=10), spec)
 
 
 def test_watermark_must_be_an_image(clip, media_dir):

@@ -153,7 +153,7 @@ def main() -> None:
         stages = timing.stages if timing else {}
         detail = ", ".join(f"{k} {v:.1f}" for k, v in stages.items() if k not in ("queue", "total"))
         print(f"  {i:<2} {t.principal:^9}  {'yes' if t.watermark else 'no':^9}  {t.queue_s:7.1f} {t.run_s:6.1f} "
-              f"{t.done - t.sent:8.1f}   | {stages.get('queue', float('nan')):16.1f} "
+              f"{t.seen_done - t.sent:8.1f}   | {stages.get('queue', float('nan')):16.1f} "
               f"{len(timing.segment_wall_s) if timing else 0:9d}  {detail}")
     failed = [t.task_id for t in traces if not t.ok]
     wrong = {k: v for k, v in frames.items() if v != info.frame_count}
@@ -175,7 +175,7 @@ def main() -> None:
     print(f"  ffmpeg:   {ff_wall:6.1f} s wall, {ff_rate:7.0f} renders/hour, CPU {ff_cpu:6.1f} s = "
           f"{ff_cpu / (ff_wall * cores):4.0%} of {cores} cores")
     print(f"  throughput ratio vidforge/ffmpeg: {vf_rate / ff_rate:.2f}  (target >= {TARGET_RATIO})")
-    first, last = min(t.done - t.sent for t in traces), max(t.done - t.sent for t in traces)
+    first, last = min(t.seen_done - t.sent for t in traces), max(t.seen_done - t.sent for t in traces)
     print(f"  vidforge render latency: first done after {first:.1f} s, last after {last:.1f} s")
     print(f"  load average: {load_after:.2f} after (the machine's, other work included)")
     print(f"  outputs in {workdir}")

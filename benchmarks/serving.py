@@ -19,7 +19,6 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -42,6 +41,7 @@ class BenchServer:
 
     def __init__(self, workdir: str, principals: int = 1, env: dict[str, str] | None = None) -> None:
         self.tokens = {f"bench-token-{i}": f"principal-{i}" for i in range(principals)}
+        os.makedirs(workdir, exist_ok=True)
         self.proc = ServerProcess(Path(workdir) / "server-data", env=env, tokens=self.tokens)
 
     def __enter__(self) -> BenchServer:
@@ -92,7 +92,8 @@ def supervisor_timings(server: BenchServer, task_ids: list[str]) -> dict[str, ob
 
 @dataclass
 class RenderTrace:
-    """One render as its client saw it (time.time() seconds; the server's clock is the same machine's)."""
+    """One render as its client saw it (time.time() seconds; the server's clock is the same machine's, and
+    its lastUpdatedAt has whole seconds only, so the client's own clock is what is measured)."""
 
     principal: int
     watermark: bool
@@ -102,7 +103,6 @@ class RenderTrace:
     asked: float | None = None  # input_required seen
     approved: float | None = None  # approval answered
     seen_done: float | None = None  # the completed notification received
-    done: float | None = None  # the server's lastUpdatedAt of the completed task
     task_id: str = ""
     task: dict = field(default_factory=dict)  # the final tasks/get result
 
@@ -113,12 +113,12 @@ class RenderTrace:
     @property
     def queue_s(self) -> float:
         """From create to the first frame encoded: probe, plan and the wait for a CPU."""
-        return (self.first_frame or self.done) - self.sent
+        return (self.first_frame or self.seen_done) - self.sent
 
     @property
     def run_s(self) -> float:
         """From the first frame encoded to completed (the mux included)."""
-        return self.done - (self.first_frame or self.done)
+        return self.seen_done - (self.first_frame or self.seen_done)
 
 
 def render_args(source_uri: str, watermark_uri: str | None, resolution: str = "720p") -> dict:
@@ -143,7 +143,6 @@ def drive_render(server: BenchServer, trace: RenderTrace, args: dict) -> RenderT
                 raise TimeoutError(f"render {trace.task_id} did not finish")
             _listen(server, wire, trace)
         trace.task = wire.task("tasks/get", trace.task_id)["result"]
-        trace.done = _epoch(trace.task["lastUpdatedAt"])
         return trace
     finally:
         wire.close()
@@ -181,10 +180,6 @@ def _seen(wire: Wire, trace: RenderTrace, task: dict) -> None:
         trace.approved = time.time()
     if status in TERMINAL:
         trace.seen_done = now
-
-
-def _epoch(iso: str) -> float:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 # --- processes -----------------------------------------------------------------------------------------

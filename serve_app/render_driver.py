@@ -148,12 +148,15 @@ class RenderPool:
 
 @dataclass(frozen=True)
 class RenderTimings:
-    """Where one run's time went: wall seconds per stage (see RenderRun; stages overlap), and the kernels' own
-    wall seconds for each segment and for the audio."""
+    """Where one run's time went: when it started (epoch seconds), wall seconds per stage (see RenderRun; stages
+    overlap), the kernels' own wall seconds for each segment and for the audio, and when the render's caller
+    had published it (epoch seconds; None until it has)."""
 
+    started_at: float
     stages: dict[str, float]
     segment_wall_s: tuple[float, ...]
     audio_wall_s: float | None
+    completed_at: float | None = None
 
     def summary(self) -> str:
         stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.stages.items())
@@ -187,6 +190,7 @@ class RenderRun:
     segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
     audio_stats: dict[str, Any] = field(default_factory=dict, init=False)
     start_order: list[int] = field(default_factory=list, init=False)
+    started_at: float = field(default=0.0, init=False)  # epoch seconds
     _key: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)  # this run, in scheduler and tally
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
     _staging: str | None = field(default=None, init=False)  # the mux's private directory, once made
@@ -195,6 +199,7 @@ class RenderRun:
     _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
 
     async def run(self) -> MuxStats:
+        self.started_at = time.time()
         started = time.perf_counter()
         own_pool = self.pool is None
         if own_pool:
@@ -215,7 +220,7 @@ class RenderRun:
             self.stages["total"] = time.perf_counter() - started
 
     def timings(self) -> RenderTimings:
-        return RenderTimings(dict(self.stages), tuple(s["wall_s"] for s in self.segment_stats),
+        return RenderTimings(self.started_at, dict(self.stages), tuple(s["wall_s"] for s in self.segment_stats),
                              self.audio_stats.get("wall_s"))
 
     async def _render(self) -> MuxStats:

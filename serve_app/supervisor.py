@@ -26,6 +26,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -243,10 +244,10 @@ class RenderSupervisor:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        self._keep_timings(task_id, run.timings())
         # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
         # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
         await asyncio.shield(self._complete(task_id, args, job, stats))
+        self._keep_timings(task_id, replace(run.timings(), completed_at=time.time()))
 
     def _keep_timings(self, task_id: str, timings: RenderTimings) -> None:
         logger.info("render %s done: %s", task_id, timings.summary())

@@ -41,10 +41,15 @@ serve: $(STAMP)
 test: $(STAMP) clients
 	$(BIN)/python -m pytest
 
-# Render speed against ffmpeg, then the reliability runs (ingress isolation, chaos, 10 000-request fuzz) as the
-# README's table; `benchmarks/reliability.py --write-readme` rewrites that table from a fresh run.
+# Render speed against ffmpeg (the driver alone; one render through MCP, with the stage breakdown and the memory of
+# 4k renders of 30, 60 and 120 s; a batch of 8 renders), the control plane, then the reliability runs (ingress
+# isolation, chaos, 10 000-request fuzz) as the README's table; `benchmarks/reliability.py --write-readme`
+# rewrites that table from a fresh run. Run it on an otherwise idle machine: every figure is a wall time.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
+	$(BIN)/python benchmarks/render_throughput.py --mcp --seconds 30 --memory 30,60,120
+	$(BIN)/python benchmarks/batch_throughput.py
+	$(BIN)/python benchmarks/control_plane.py
 	$(BIN)/python benchmarks/reliability.py
 
 fuzz: $(STAMP)

@@ -1,15 +1,27 @@
-"""Render throughput: vidforge's Ray render driver against the ffmpeg CLI doing the same job.
+"""Render throughput: one render through vidforge against the ffmpeg CLI doing the same job.
 
 The job: a 1080p 30 fps clip with audio -> 720p mp4 (libx264 at the kernels' preset and CRF, AAC audio)
-with a watermark. Both sides use the kernels' own settings (read from render_kernels, not restated here),
-so the comparison is like for like. Ray start-up (and warming its workers) is timed separately and left out
-of the comparison: a server pays it once, not per render.
+with a watermark. The ffmpeg side is one plain command with ffmpeg's default scaler, the same watermark and the
+kernels' x264 and AAC settings (read from render_kernels, not restated here).
+
+Two modes:
+
+- default: the Ray render driver in this process (`RenderRun` on a local Ray), against ffmpeg. Ray start-up
+  (and warming its workers) is left out: a server pays it once, not per render. Prints wall time and fps of
+  both, their ratio, the driver's per-stage breakdown, an optional scaling sweep (workers = N), and output
+  equivalence (frame count, duration, PSNR-Y against a single-segment encode, at the segment boundaries).
+- `--mcp`: a real `vidforge serve` (started and warmed here, excluded), the render created with `tools/call`,
+  its watermark approved the moment the task asks, completion seen on a `subscriptions/listen` stream: the
+  whole path an agent takes. Prints wall ratio (target <= 1.10), output bytes ratio (target <= 1.05) and PSNR-Y
+  of both outputs against the lanczos-scaled source (target: vidforge no more than 0.2 dB below ffmpeg), the
+  stage breakdown (control plane, probe, preview, wait for a CPU, audio, segments, approval, mux, what lies
+  outside the driver, how late the client saw completion), and the peak RSS of every server process kind.
+  `--memory 30,120` adds renders of 4k sources of those lengths (4k out), printing each process kind's peak
+  RSS per length (target: none above 1 GiB, no growth with length).
 
     .venv/bin/python benchmarks/render_throughput.py --seconds 60 --segments 1,2,4
-
-Prints wall time and fps of both, their ratio, vidforge's per-stage breakdown, an optional scaling sweep
-(workers = N), and output-equivalence figures (frame count, duration, PSNR-Y against a single-segment
-encode of the same job, at the segment boundaries).
+    .venv/bin/python benchmarks/render_throughput.py --mcp --seconds 30
+    .venv/bin/python benchmarks/render_throughput.py --mcp --seconds 30 --memory 30,60,120
 """
 
 from __future__ import annotations
@@ -24,15 +36,27 @@ import sys
 import tempfile
 import time
 
-import av
-import ray
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serving import (  # noqa: E402 - first: it sets up Ray's authentication mode (see there)
+    BenchServer,
+    ProcessSampler,
+    RenderTrace,
+    drive_render,
+    print_cpu,
+    print_peaks,
+    render_args,
+    supervisor_timings,
+)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from media import make_clip, make_watermark_png, psnr_y  # noqa: E402 - the suite's clip generators
+import av  # noqa: E402
+import numpy as np  # noqa: E402
+import ray  # noqa: E402
 
-from render_kernels import RenderSpec, WatermarkSpec, output_size, plan_segments, probe  # noqa: E402
+from media import make_clip, make_watermark_png, psnr_y  # noqa: E402 - the suite's clip generators (tests/)
+
+from render_kernels import RenderSpec, WatermarkSpec, output_size, probe  # noqa: E402
 from render_kernels.audio import AAC_BIT_RATE  # noqa: E402
-from render_kernels.compose import INTERPOLATION, Watermark  # noqa: E402
+from render_kernels.compose import Watermark  # noqa: E402
 from render_kernels.encoders import X264_OPTIONS  # noqa: E402
 from serve_app.render_driver import RenderJob, RenderRun  # noqa: E402
 
@@ -72,20 +96,25 @@ def watermark_box(watermark: WatermarkSpec, width: int, height: int) -> tuple[in
 
 
 def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
-    """The same render as one ffmpeg command: scale, overlay (same size, place, opacity), x264, AAC."""
+    """The same render as one plain ffmpeg command: scale with ffmpeg's default scaler (bicubic, as the kernels'
+    INTERPOLATION), overlay the watermark if any (same size, place, opacity), x264 at the kernels' preset and
+    CRF, AAC at the kernels' bit rate, +faststart."""
     info = probe(source)
     width, height = output_size(info.width, info.height, spec.resolution)
-    x, y, wm_w, wm_h = watermark_box(spec.watermark, width, height)
-    graph = (
-        f"[0:v]scale={width}:{height}:flags={INTERPOLATION.lower()}[v];"
-        f"[1:v]scale={wm_w}:{wm_h}:flags=bicubic,format=rgba,colorchannelmixer=aa={spec.watermark.opacity}[wm];"
-        f"[v][wm]overlay={x}:{y}:format=yuv420,format=yuv420p[out]"
-    )
+    if spec.watermark is None:
+        video = ["-vf", f"scale={width}:{height}", "-map", "0:v:0"]
+    else:
+        x, y, wm_w, wm_h = watermark_box(spec.watermark, width, height)
+        graph = (
+            f"[0:v]scale={width}:{height}[v];"
+            f"[1:v]scale={wm_w}:{wm_h},format=rgba,colorchannelmixer=aa={spec.watermark.opacity}[wm];"
+            f"[v][wm]overlay={x}:{y}:format=yuv420,format=yuv420p[out]"
+        )
+        video = ["-i", spec.watermark.image, "-filter_complex", graph, "-map", "[out]"]
     x264 = [arg for key, value in X264_OPTIONS.items() for arg in (f"-{key}", value)]
     return [
-        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", source, "-i", spec.watermark.image,
-        "-filter_complex", graph, "-map", "[out]", "-map", "0:a?", "-c:v", "libx264", *x264,
-        "-c:a", "aac", "-b:a", str(AAC_BIT_RATE), "-movflags", "+faststart", out_path,
+        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", source, *video, "-map", "0:a?",
+        "-c:v", "libx264", *x264, "-c:a", "aac", "-b:a", str(AAC_BIT_RATE), "-movflags", "+faststart", out_path,
     ]
 
 
@@ -155,12 +184,163 @@ def scaling_sweep(source: str, spec: RenderSpec, frames: int, workdir: str, coun
 
 
 def report_equivalence(run: RenderRun, single: RenderRun, info) -> None:
-    boundaries = [s.start_frame for s in plan_segments(info, run.job.workers)][1:]
+    counts = [s["frame_count"] for s in run.segment_stats]
+    boundaries = [sum(counts[:i]) for i in range(1, len(counts))]
     frames, average, edge_min = equivalence(run.job.out_path, single.job.out_path, boundaries)
-    print(f"\noutput equivalence (vidforge workers={run.job.workers} vs workers=1):")
+    print(f"\noutput equivalence (vidforge, {len(counts)} segments, vs one segment):")
     print(f"  frames {frames} (source {info.frame_count}), "
           f"duration delta {duration_s(run.job.out_path) - info.duration_s:+.3f} s")
     print(f"  PSNR-Y average {average:.2f} dB, minimum at {len(boundaries)} segment boundaries {edge_min:.2f} dB")
+
+
+# --- through MCP ---------------------------------------------------------------------------------------
+
+WALL_TARGET, BYTES_TARGET, PSNR_SLACK_DB = 1.10, 1.05, 0.2
+
+
+def lanczos_reference(source: str, width: int, height: int):
+    """The source's Y planes scaled with lanczos (the reference both outputs are scored against), one at a time."""
+    command = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-i", source, "-vf",
+               f"scale={width}:{height}:flags=lanczos", "-pix_fmt", "yuv420p", "-f", "rawvideo", "-"]
+    frame_bytes = width * height * 3 // 2
+    with subprocess.Popen(command, stdout=subprocess.PIPE) as proc:
+        while len(raw := proc.stdout.read(frame_bytes)) == frame_bytes:
+            yield np.frombuffer(raw, np.uint8, width * height).reshape(height, width)
+
+
+def psnr_against_source(path: str, source: str, width: int, height: int) -> float:
+    """Average PSNR-Y of `path` against the lanczos-scaled source, over every frame."""
+    scores = [psnr_y(a, b) for a, b in zip(luma_planes(path), lanczos_reference(source, width, height))]
+    return sum(s for s in scores if math.isfinite(s)) / len(scores)
+
+
+def stream_bytes(path: str) -> dict[str, int]:
+    """Bytes of each stream's packets (video, audio) in a file."""
+    sizes: dict[str, int] = {}
+    with av.open(path) as container:
+        for packet in container.demux():
+            if packet.size:
+                kind = packet.stream.type
+                sizes[kind] = sizes.get(kind, 0) + packet.size
+    return sizes
+
+
+def run_ffmpeg(source: str, spec: RenderSpec, out_path: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(ffmpeg_command(source, spec, out_path), check=True)
+    return time.perf_counter() - started
+
+
+def mcp_render(server: BenchServer, source_uri: str, logo_uri: str | None, resolution: str = RESOLUTION
+               ) -> tuple[RenderTrace, ProcessSampler]:
+    """One render through MCP, with the server's processes sampled meanwhile."""
+    with ProcessSampler(os.getsid(server.pid)) as sampler:
+        time.sleep(0.3)  # one sample of everything alive before the mark
+        sampler.mark()
+        trace = drive_render(server, RenderTrace(principal=0, watermark=logo_uri is not None),
+                             render_args(source_uri, logo_uri, resolution))
+    if not trace.ok:
+        raise RuntimeError(f"render failed: {trace.task}")
+    return trace, sampler
+
+
+def report_mcp(trace: RenderTrace, timings, sampler: ProcessSampler, ff_wall: float) -> float:
+    """Print the stage breakdown of one MCP render; return its wall time (create sent -> completion seen)."""
+    wall = trace.seen_done - trace.sent
+    stages = timings.stages
+    print(f"\nvidforge through MCP: {wall:.2f} s from tools/call to completion seen "
+          f"(ffmpeg {ff_wall:.2f} s; ratio {wall / ff_wall:.2f}, target <= {WALL_TARGET})")
+    rows = [
+        ("tools/call -> CreateTaskResult", trace.created - trace.sent),
+        ("probe (isolated parser, its start-up included)", stages.get("probe")),
+        ("watermark preview (same parser)", stages.get("preview")),
+        ("wait for the first CPU (fair scheduler)", stages.get("queue")),
+        ("audio (from queued to done)", stages.get("audio")),
+        ("  audio kernel alone", timings.audio_wall_s),
+        ("segments (queued to last done)", stages.get("segments")),
+        *((f"  segment {i} kernel", w) for i, w in enumerate(timings.segment_wall_s)),
+        ("approval wait (input_required -> approved, overlaps the segments)", stages.get("approval")),
+        ("mux", stages.get("mux")),
+        ("driver total", stages.get("total")),
+        ("before the driver (create, durable write, supervisor start)", timings.started_at - trace.sent),
+        ("after the driver (registry completion, durable write)",
+         timings.completed_at - timings.started_at - stages["total"]),
+        ("completion seen after it was written (listen stream)", trace.seen_done - timings.completed_at),
+    ]
+    for name, seconds in rows:
+        if seconds is not None:
+            print(f"  {name:66s} {seconds:7.2f} s")
+    print(f"  (a client that polls instead sees it up to pollIntervalMs later: {trace.task['pollIntervalMs']} ms)")
+    print(f"  server CPU during the render: {sampler.cpu_s():.1f} s")
+    print_cpu("  by process kind:", sampler.cpu_by_kind)
+    return wall
+
+
+def compare_mcp(source: str, logo: str, spec: RenderSpec, info, workdir: str, repeat: int, memory: list[float],
+                memory_fps: int) -> None:
+    width, height = output_size(info.width, info.height, spec.resolution)
+    with BenchServer(workdir) as server:
+        print(f"server start-up (excluded): {server.startup_s:.1f} s")
+        source_uri, logo_uri = server.upload(source), server.upload(logo)
+        started = time.perf_counter()
+        drive_render(server, RenderTrace(principal=0, watermark=True), render_args(source_uri, logo_uri))
+        print(f"warm-up render (excluded): {time.perf_counter() - started:.1f} s")
+        runs = []
+        for attempt in range(repeat):
+            trace, sampler = mcp_render(server, source_uri, logo_uri)
+            ff_wall = run_ffmpeg(source, spec, os.path.join(workdir, "ffmpeg.mp4"))
+            runs.append((trace, sampler, ff_wall))
+            print(f"attempt {attempt + 1}: vidforge {trace.seen_done - trace.sent:.2f} s, ffmpeg {ff_wall:.2f} s")
+        timings = supervisor_timings(server, [t.task_id for t, _, _ in runs])
+        trace, sampler, ff_wall = min(runs, key=lambda r: (r[0].seen_done - r[0].sent) / r[2])
+        output = os.path.join(workdir, "vidforge-mcp.mp4")
+        shutil.copyfile(server.artifact(trace.task_id), output)
+        peaks = dict(sampler.peak_rss)
+    memory_runs = render_memory(workdir, memory, memory_fps) if memory else {}
+
+    report_mcp(trace, timings[trace.task_id], sampler, ff_wall)
+    print_peaks(f"\npeak RSS per process kind during that render ({info.duration_s:g} s "
+                f"{info.width}x{info.height} -> {spec.resolution}):", peaks)
+    ff_out = os.path.join(workdir, "ffmpeg.mp4")
+    vf_bytes, ff_bytes = os.path.getsize(output), os.path.getsize(ff_out)
+    vf_streams, ff_streams = stream_bytes(output), stream_bytes(ff_out)
+    print(f"\noutput size: vidforge {vf_bytes} bytes, ffmpeg {ff_bytes} bytes: ratio {vf_bytes / ff_bytes:.3f} "
+          f"(target <= {BYTES_TARGET})")
+    print(f"  video stream {vf_streams.get('video', 0)} vs {ff_streams.get('video', 0)} bytes, audio "
+          f"{vf_streams.get('audio', 0)} vs {ff_streams.get('audio', 0)} bytes")
+    vf_psnr = psnr_against_source(output, source, width, height)
+    ff_psnr = psnr_against_source(ff_out, source, width, height)
+    print(f"PSNR-Y against the lanczos-scaled source: vidforge {vf_psnr:.2f} dB, ffmpeg {ff_psnr:.2f} dB "
+          f"(target: vidforge >= ffmpeg - {PSNR_SLACK_DB} dB)")
+    print(f"frames: vidforge {probe(output).frame_count}, ffmpeg {probe(ff_out).frame_count}, "
+          f"source {info.frame_count}")
+    for seconds, run_peaks in memory_runs.items():
+        print_peaks(f"\npeak RSS per process kind, {seconds:g} s 4k source -> 4k:", run_peaks)
+    if memory_runs:
+        kinds = sorted({k for peaks in memory_runs.values() for k in peaks})
+        lengths = list(memory_runs)
+        print("\npeak RSS (MiB) by source length: " + "  ".join(f"{s:g} s" for s in lengths))
+        for kind in kinds:
+            row = "  ".join(f"{memory_runs[s].get(kind, 0) / 2**20:6.0f}" for s in lengths)
+            print(f"  {kind:34s} {row}")
+
+
+def render_memory(workdir: str, lengths: list[float], fps: int) -> dict[float, dict[str, int]]:
+    """Peak RSS per process kind while rendering 4k sources of each length to 4k (no watermark), each on a fresh
+    server: a pooled Ray worker keeps the memory of what it ran before, so renders on one server would not
+    compare."""
+    peaks: dict[float, dict[str, int]] = {}
+    for seconds in lengths:
+        clip = os.path.join(workdir, f"source-4k-{seconds:g}s-{fps}fps.mp4")
+        if not os.path.exists(clip):
+            started = time.perf_counter()
+            make_clip(clip, seconds=seconds, width=3840, height=2160, fps=fps, audio=True, gop=fps)
+            print(f"generated {clip} in {time.perf_counter() - started:.1f} s")
+        with BenchServer(os.path.join(workdir, f"memory-{seconds:g}s")) as server:
+            trace, sampler = mcp_render(server, server.upload(clip), None, "4k")
+        print(f"4k render of {seconds:g} s: {trace.seen_done - trace.sent:.1f} s")
+        peaks[seconds] = dict(sampler.peak_rss)
+    return peaks
 
 
 def main() -> None:
@@ -171,6 +351,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="run both sides this many times, keep the best")
     parser.add_argument("--cpus", type=int, default=None, help="CPUs Ray may use (default: all)")
     parser.add_argument("--workdir", help="where inputs and outputs go (default: a temporary directory)")
+    parser.add_argument("--mcp", action="store_true", help="through a real vidforge serve, as an agent does")
+    parser.add_argument("--memory", default="", help="with --mcp: comma-separated 4k source lengths (s) to "
+                        "measure peak RSS per process kind on")
+    parser.add_argument("--memory-fps", type=int, default=30, help="frame rate of those 4k sources")
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="vidforge-bench-")
     os.makedirs(workdir, exist_ok=True)
@@ -186,6 +370,14 @@ def main() -> None:
     info = probe(source)
     print(f"source: {info.width}x{info.height} {info.fps:g} fps, {info.frame_count} frames, "
           f"{info.duration_s:.1f} s, audio={'yes' if info.audio else 'no'}")
+
+    if args.mcp:
+        if not shutil.which("ffmpeg"):
+            sys.exit("--mcp compares against ffmpeg: install it (apt-get install ffmpeg)")
+        lengths = [float(n) for n in args.memory.split(",") if n.strip()]
+        compare_mcp(source, logo, spec, info, workdir, max(1, args.repeat), lengths, args.memory_fps)
+        print(f"\noutputs in {workdir}")
+        return
 
     started = time.perf_counter()
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)

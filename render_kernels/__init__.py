@@ -1,8 +1,8 @@
 """vidforge render kernels: pure PyAV/numpy functions that Ray tasks call (no Ray, no HTTP here).
 
-probe -> plan_segments -> encode_segment x N (parallel) + encode_audio -> render_preview (approval gate)
--> mux_segments. Everything passed between steps is a plain picklable value; raw frames never leave the
-function that decoded them.
+probe (+ render_preview for the approval gate: read_source) -> plan_segments -> encode_segment x N (parallel)
++ encode_audio -> mux_segments. Everything passed between steps is a plain picklable value; raw frames never
+leave the function that decoded them.
 """
 
 from .audio import EncodedAudio, encode_audio
@@ -13,6 +13,7 @@ from .mux import MuxStats, mux_segments
 from .plan import Segment, plan_segments
 from .preview import render_preview
 from .probe import AudioInfo, Media, MediaSource, SourceInfo, probe
+from .reading import SourceReading, read_source
 from .spec import RenderSpec, WatermarkSpec, output_size
 from .video import EncodedSegment, encode_segment
 
@@ -26,6 +27,7 @@ __all__ = [
     "RenderSpec",
     "Segment",
     "SourceInfo",
+    "SourceReading",
     "UnsupportedMedia",
     "WatermarkSpec",
     "choose_video_encoder",
@@ -37,5 +39,6 @@ __all__ = [
     "plan_segments",
     "probe",
     "probe_image",
+    "read_source",
     "render_preview",
 ]

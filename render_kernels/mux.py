@@ -6,6 +6,7 @@ import heapq
 import io
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -29,25 +30,27 @@ class MuxStats:
     height: int
 
 
-def mux_segments(segments: list[EncodedSegment], audio: EncodedAudio | None, output_format: str, out_path: str,
-                 fps: float) -> MuxStats:
+def mux_segments(segments: Iterable[EncodedSegment], audio: EncodedAudio | None, output_format: str,
+                 out_path: str, fps: float) -> MuxStats:
     """Remux the segments (in index order) and the audio into `out_path`, atomically.
 
-    Video timestamps are made continuous by offsetting each segment by the frames before it; packets of both
-    streams are interleaved by decode time. The file is written beside `out_path` under a temporary name and
-    renamed into place only when complete, so a failed or cancelled mux leaves no partial artifact.
+    `segments` is read once, in order, one segment at a time: given a generator that fetches each segment as
+    it is asked for, the mux holds one segment in memory, not the whole video. Video timestamps are made
+    continuous by offsetting each segment by the frames before it; packets of both streams are interleaved by
+    decode time. The file is written beside `out_path` under a temporary name and renamed into place only when
+    complete, so a failed or cancelled mux leaves no partial artifact.
 
     All segments must come from the same encoder settings (one codec header describes them all), so the
-    driver should fix `RenderSpec.video_encoder` once for the whole render; mixed segments raise ValueError.
+    driver should fix `RenderSpec.video_encoder` once for the whole render; mixed segments, or indexes other
+    than 0, 1, 2, ..., raise ValueError.
     """
     if output_format not in CONTAINER_OPTIONS:
         raise ValueError(f"unknown output format {output_format!r}")
-    if not segments:
+    pending = iter(segments)
+    first = next(pending, None)
+    if first is None:
         raise ValueError("no segments to mux")
-    segments = sorted(segments, key=lambda s: s.index)
-    first = segments[0]
-    if any(_encoding(s) != _encoding(first) for s in segments):
-        raise ValueError("segments were encoded with different codecs, sizes, rates or codec headers")
+    track = _VideoTrack(_encoding(first))
     directory = os.path.dirname(os.path.abspath(out_path))
     fd, tmp_path = tempfile.mkstemp(prefix=".mux-", suffix=f".{output_format}", dir=directory)
     os.close(fd)
@@ -65,7 +68,9 @@ def mux_segments(segments: list[EncodedSegment], audio: EncodedAudio | None, out
                 sound.codec_context.sample_rate = audio.sample_rate
                 sound.codec_context.layout = audio.layout
                 sound.codec_context.time_base = Fraction(*audio.time_base)
-            for packet in heapq.merge(_video_packets(segments, video), _audio_packets(audio, sound),
+            in_order = _popped_first([first], pending)
+            del first  # from here only the list in `in_order` holds it, until the mux takes it out
+            for packet in heapq.merge(track.packets(in_order, video), _audio_packets(audio, sound),
                                       key=lambda p: p.dts * p.time_base):
                 container.mux(packet)
         with av.open(tmp_path) as check:  # report what a reader of the file sees
@@ -75,14 +80,9 @@ def mux_segments(segments: list[EncodedSegment], audio: EncodedAudio | None, out
     except BaseException:
         os.unlink(tmp_path)
         raise
-    return MuxStats(
-        path=out_path,
-        size_bytes=os.path.getsize(out_path),
-        duration_s=duration_s,
-        frame_count=sum(s.frame_count for s in segments),
-        width=first.width,
-        height=first.height,
-    )
+    _, width, height, _, _ = track.encoding
+    return MuxStats(path=out_path, size_bytes=os.path.getsize(out_path), duration_s=duration_s,
+                    frame_count=track.frames, width=width, height=height)
 
 
 def _fsync(path: str) -> None:
@@ -107,13 +107,33 @@ def _stream_like(container: av.container.OutputContainer, codec: str, extradata:
     return stream
 
 
-def _video_packets(segments: list[EncodedSegment], stream):
-    offset = 0
-    for segment in segments:
-        tb = Fraction(*segment.time_base)
-        for data, pts, dts, key in zip(segment.packets, segment.pts, segment.dts, segment.keyframes):
-            yield _packet(data, pts + offset, dts + offset, tb, stream, key)
-        offset += segment.frame_count
+def _popped_first(box: list[EncodedSegment], rest: Iterator[EncodedSegment]) -> Iterator[EncodedSegment]:
+    """The segment in `box`, taken out of it (so nothing here keeps it), then the rest."""
+    yield box.pop()
+    yield from rest
+
+
+class _VideoTrack:
+    """The video packets of segments read one by one, checked as they come against the first segment's encoding
+    and for their index (0, 1, ...); `frames` counts the frames passed so far (all of them once the mux is done)."""
+
+    def __init__(self, encoding: tuple) -> None:
+        self.encoding = encoding
+        self.next_index = 0
+        self.frames = 0
+
+    def packets(self, segments: Iterator[EncodedSegment], stream):
+        for segment in segments:
+            if _encoding(segment) != self.encoding:
+                raise ValueError("segments were encoded with different codecs, sizes, rates or codec headers")
+            if segment.index != self.next_index:
+                raise ValueError(f"segment {segment.index} came where segment {self.next_index} belongs")
+            tb = Fraction(*segment.time_base)
+            for data, pts, dts, key in zip(segment.packets, segment.pts, segment.dts, segment.keyframes):
+                yield _packet(data, pts + self.frames, dts + self.frames, tb, stream, key)
+            self.frames += segment.frame_count
+            self.next_index += 1
+            del segment  # before the next one is fetched: one segment in memory at a time
 
 
 def _audio_packets(audio: EncodedAudio | None, stream):

@@ -19,17 +19,22 @@ class Segment:
     end_s: float
 
 
-def plan_segments(info: SourceInfo, workers: int, min_segment_s: float = 2.0) -> list[Segment]:
-    """Cut the source at keyframes into at most `workers` segments of roughly equal duration.
+def plan_segments(info: SourceInfo, workers: int, min_segment_s: float = 2.0,
+                  max_frames: int | None = None) -> list[Segment]:
+    """Cut the source at keyframes into about `workers` segments of roughly equal duration; more when one
+    segment would hold more than `max_frames` frames.
 
     One segment per worker keeps every worker busy without paying a fresh encoder's start-up (and a
-    keyframe) more often than needed. Each cut is the keyframe nearest an equal-split point, and is skipped
-    when it would leave a segment shorter than `min_segment_s`; so a source shorter than that (or without
-    inner keyframes) is one segment. Segments cover every frame exactly once, in order.
+    keyframe) more often than needed. `max_frames` bounds what one segment task holds (its encoded frames),
+    so a longer video is more segments, not bigger ones. Each cut is the keyframe nearest an equal-split
+    point, and is skipped when it would leave a segment shorter than `min_segment_s` (which wins over
+    `max_frames`); so a source shorter than that (or without inner keyframes) is one segment, and sparse
+    keyframes can make a segment longer than `max_frames`. Segments cover every frame exactly once, in order.
     """
     keyframes = info.keyframes()
     times = [t for _, t in keyframes]
-    count = max(1, min(workers, int(info.duration_s // min_segment_s)))
+    wanted = max(workers, -(-info.frame_count // max_frames) if max_frames else 1)
+    count = max(1, min(wanted, int(info.duration_s // min_segment_s)))
     cuts = [0]  # indices into `keyframes`
     for i in range(1, count):
         ideal = info.duration_s * i / count

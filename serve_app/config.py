@@ -54,7 +54,10 @@ class Config:
     max_inline_resource_bytes: int = 8 * 1024 * 1024
     sweep_interval_s: float = 5.0
     namespace: str = "vidforge"
-    render_workers: int = 0  # 0: every CPU the cluster has
+    render_workers: int = 0  # 0: as many as the CPUs no other render's work is waiting for
+    # Output pixels (frames x width x height, millions) one segment task encodes at most: bounds a segment
+    # worker's and the mux's memory whatever the video's length. 2500: ~10 s of 4k30, 40 s of 1080p30.
+    segment_max_megapixels: int = 2500
     # Ingress admission (issue 8): Serve's own bounds, per-principal caps held cluster-wide, Origin/Host checks.
     replicas: int = 1
     max_ongoing_requests: int = 256  # per replica
@@ -108,6 +111,7 @@ class Config:
             sweep_interval_s=_env_float("VIDFORGE_SWEEP_INTERVAL_S", cls.sweep_interval_s),
             namespace=os.environ.get("VIDFORGE_NAMESPACE", cls.namespace),
             render_workers=_env_int("VIDFORGE_RENDER_WORKERS", cls.render_workers),
+            segment_max_megapixels=_env_int("VIDFORGE_SEGMENT_MAX_MEGAPIXELS", cls.segment_max_megapixels),
             replicas=_env_int("VIDFORGE_REPLICAS", cls.replicas),
             max_ongoing_requests=_env_int("VIDFORGE_MAX_ONGOING_REQUESTS", cls.max_ongoing_requests),
             max_queued_requests=_env_int("VIDFORGE_MAX_QUEUED_REQUESTS", cls.max_queued_requests),

@@ -1,31 +1,47 @@
 """The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file in the media store.
 
-    probe (isolated) -> plan_segments -> [render_preview (isolated)] -> encode_segment x N  ||  encode_audio
-        -> [approval gate] -> mux_segments (Ray task) -> out_path in job.media
+    read_source (probe, and the watermark preview; isolated) -> plan_segments -> encode_audio || encode_segment
+        x N (each started by the pool's fair scheduler) -> [approval gate] -> mux_segments (Ray task)
+        -> out_path in job.media
 
-Data flow: raw frames never leave a task. Each segment task returns two objects, a small summary (frame
-count, timings) that the driver awaits for fail-fast error detection, and the encoded segment, which goes
-from the object store straight into the mux task as a top-level argument. So the driver (the supervisor
-actor, shared by every render) never holds encoded video.
+Data flow: raw frames never leave a task, and encoded media never passes through the driver (the task
+bodies are in serve_app.render_tasks, light for every worker to import). Audio and
+segment tasks each return two objects: a small summary (frame count, timings) that the driver awaits for
+fail-fast error detection, and the encoded media, which stays in the object store until the mux task fetches
+it. The mux gets the segments' refs (not their values) and fetches them one at a time, so no process ever
+holds the whole video: a segment task holds one segment, bounded by `segment_max_megapixels` however long
+the video is, and the mux one segment at a time.
+
+Sharing the cluster: the CPU tasks (audio, segments) are not handed to Ray at once but queued in the
+`RenderPool`'s SegmentScheduler (serve_app.scheduling), shared by every render of a supervisor, which starts
+them as CPUs free up, round-robin across principals and FIFO within one; the plan's segment count adapts to
+the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at most every
-PROGRESS_INTERVAL_S, fire-and-forget) to the render's FrameTally actor; the driver reads the tally as often
-and hands the hooks one RenderProgress (phase, frames done/total, measured speed) when the count moved. So a
-render reports a few times a second however few segments it has, and a slow reader never slows the encode.
+PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally actor (one for all renders of the pool, each
+run under a key of its own); the driver reads the tally as often and hands the hooks one RenderProgress
+(phase, frames done/total, measured speed) when the count moved. So a render reports a few times a second
+however few segments it has, and a slow reader never slows the encode.
 
 Where things run:
-- probe and the watermark preview parse the tenant's source, so they run in `parse_isolated` (a single-use
-  worker with the job's memory limit and deadline, serve_app.media_probe), never in this process: a libav
-  crash, hang or memory bomb on that file ends this render as unusable media (UnsupportedMedia or OverLimit),
-  and the supervisor and every other render carry on. The probe also holds the source to `job.limits` again
-  (they may have been lowered since the upload). The preview is an asyncio future, so cancelling the render
-  kills its parser.
+- the probe and the watermark preview parse the tenant's source, so they run in `parse_isolated` (a
+  single-use worker with the job's memory limit and deadline, serve_app.media_probe), never in this process,
+  and together, in one such worker (a worker's start-up costs more CPU than both): a libav crash, hang or
+  memory bomb on that file ends this render as unusable media (UnsupportedMedia or OverLimit), and the
+  supervisor and every other render carry on. The probe also holds the source to `job.limits` again (they
+  may have been lowered since the upload).
 - mux runs in a Ray task rather than in a thread: a task can be force-cancelled mid-write, where a thread
   would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
   into a private staging folder (`MediaStore.staged`), then hands the file to the store: a rename beside
   `out_path` on a local store (the task is then pinned to this node, whose disk that is), a multipart upload
   from wherever it ran on a bucket. Sources are read where the tasks run: a local path on a local store, a
   ranged reader of the object on a bucket (render_kernels.MediaSource).
+  The mux asks Ray for no CPU: on a local store it is pinned to the driver's node, which in a cluster is the
+  head, started with no CPUs so that segment work goes to the workers only. It is still the render's final
+  task in the scheduler, whose own count of busy CPUs keeps the slot the render's last segment (or audio)
+  freed until the mux ends: a finished render does not wait behind other renders' queued segments, and no
+  other segment is started onto that CPU while the mux copies packets beside it (on one node, Ray then
+  reuses the idle worker that slot's segment left, rather than starting one more).
 - the video encoder is chosen once per render, on a GPU node when the cluster has GPUs (h264_nvenc when it
   opens there, else libx264), and written into the spec every segment gets: all segments must share one
   encoder (one stream, one set of parameter sets), and a retried segment must not switch encoders. Segment
@@ -43,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -52,31 +69,33 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from mcp_protocol.progress import MUXING, PROBING, RENDERING, RenderProgress, SpeedMeter
 from media_store import LocalMediaStore, MediaStore
 from render_kernels import (
-    EncodedAudio,
-    EncodedSegment,
     Media,
     MuxStats,
     RenderSpec,
-    Segment,
     SourceInfo,
     choose_video_encoder,
-    encode_audio,
-    encode_segment,
-    mux_segments,
+    output_size,
     plan_segments,
-    probe,
-    render_preview,
+    read_source,
 )
 from render_kernels.probe import MediaLimits
 from serve_app.config import Config
 from serve_app.media_limits import media_limits
 from serve_app.media_probe import ParseBounds, parse_isolated
+from serve_app.render_tasks import (
+    PROGRESS_INTERVAL_S,
+    FrameTally,
+    TallyRef,
+    encode_audio_parts,
+    encode_segment_parts,
+    mux_stored_segments,
+)
+from serve_app.scheduling import Dispatched, SegmentScheduler
 
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
 GPU_ENCODERS = frozenset({"h264_nvenc"})
 ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
-PROGRESS_INTERVAL_S = 0.5  # how often a segment task reports its frames, and the driver reads them
 FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and preview_path are local paths
 
 
@@ -86,10 +105,12 @@ class RenderJob:
     spec: RenderSpec
     out_path: str  # where the video goes, as a key of `media`
     preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
-    workers: int = 0  # segments to aim for; 0: the cluster's CPU count
+    workers: int = 0  # segments to aim for; 0: as many as the CPUs nobody else's work waits for
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
     limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
+    principal: str = "local"  # whose render: the scheduler shares CPUs round-robin across principals
+    segment_max_megapixels: int = Config.segment_max_megapixels  # output pixels one segment task may encode
     media: MediaStore = FILESYSTEM
 
     def __post_init__(self) -> None:
@@ -111,94 +132,94 @@ class RenderRejected(Exception):
     """The watermark preview was not approved; nothing was muxed."""
 
 
-class FrameTally:
-    """Frames encoded so far by each segment of one render, as its segment tasks report them.
-
-    One per RenderRun, owned by the driver: it dies with the run, so a report from an abandoned run's task
-    can never count towards a later run of the same render. Reports are cumulative per segment and kept as a
-    high-water mark, so a segment retried from scratch after a worker death is not counted twice.
-    """
-
-    def __init__(self, segment_count: int) -> None:
-        self.frames = [0] * segment_count
-
-    def report(self, index: int, frames_done: int) -> None:
-        self.frames[index] = max(self.frames[index], frames_done)
-
-    def counts(self) -> list[int]:
-        return self.frames
-
-
-def reporter(tally, index: int):
-    """The kernel's per-frame callback for segment `index`: passes the count on to the tally at most every
-    PROGRESS_INTERVAL_S. Fire-and-forget: a lost report only makes the next one the first to arrive."""
-    last = time.monotonic()
-
-    def on_frame(frames_done: int) -> None:
-        nonlocal last
-        if (now := time.monotonic()) - last >= PROGRESS_INTERVAL_S:
-            last = now
-            tally.report.remote(index, frames_done)
-
-    return on_frame
-
-
-def encode_segment_parts(source_path: str, segment: Segment, spec: RenderSpec, info: SourceInfo,
-                         tally) -> tuple[dict[str, Any], EncodedSegment]:
-    """`encode_segment` as (summary, segment), reporting live to `tally`; see module docstring."""
-    encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
-    return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
-
-
-def _mux(audio: EncodedAudio | None, output_format: str, media: MediaStore, out_path: str, fps: float,
-         *segments: EncodedSegment) -> MuxStats:
-    """`mux_segments` taking the segments as top-level arguments, so Ray resolves them in the task; the file
-    is made in a staging folder on this node and then handed to the store (a rename, or a multipart upload)."""
-    with media.staged(out_path) as staged:
-        stats = mux_segments(list(segments), audio, output_format, staged, fps)
-        media.put_file(staged, out_path, move=True)
-    return replace(stats, path=out_path)
-
-
 # The remote function segment tasks run (`num_returns=2`: summary, segment). A module attribute, so a test
 # can put a faulty twin of it in place without the driver knowing.
 segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
-_audio_task = ray.remote(**TASK_OPTIONS)(encode_audio)
-# No CPU: the mux only copies packets; and on a local store it is pinned to the driver's node, which in a
-# cluster is the head, started with no CPUs (cluster.yaml) so that segment work goes to the workers only.
-_mux_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(_mux)
+_audio_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_audio_parts)
+# No CPU for Ray (see "Where things run"): the scheduler counts the mux on the CPU its render's last task freed.
+_mux_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(mux_stored_segments)
 _encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
-_tally_actor = ray.remote(num_cpus=0)(FrameTally)  # no CPU: it must start while the segments hold every core
+# No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
+_tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
 
 
-async def run_render(job: RenderJob, hooks: RenderHooks) -> MuxStats:
-    """Render `job` into `job.out_path` and return what was written.
+class RenderPool:
+    """What the renders driven from one process share: the scheduler of their CPU tasks, and one FrameTally
+    actor for their live frame counts (started on first use: one worker process for all renders, not one each)."""
+
+    def __init__(self, scheduler: SegmentScheduler | None = None) -> None:
+        self.scheduler = scheduler or SegmentScheduler()
+        self._tally: Any = None
+
+    def tally(self) -> Any:
+        if self._tally is None:
+            self._tally = _tally_actor.remote()
+        return self._tally
+
+    def close(self) -> None:
+        """End the tally actor (for a pool of one render; a supervisor's pool lives as long as it does)."""
+        if self._tally is not None:
+            ray.kill(self._tally)
+            self._tally = None
+
+
+@dataclass(frozen=True)
+class RenderTimings:
+    """Where one run's time went: when it started (epoch seconds), wall seconds per stage (see RenderRun; stages
+    overlap), the kernels' own wall seconds for each segment and for the audio, and when the render's caller
+    had published it (epoch seconds; None until it has)."""
+
+    started_at: float
+    stages: dict[str, float]
+    segment_wall_s: tuple[float, ...]
+    audio_wall_s: float | None
+    completed_at: float | None = None
+
+    def summary(self) -> str:
+        stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.stages.items())
+        return f"{stages}; {len(self.segment_wall_s)} segments"
+
+
+async def run_render(job: RenderJob, hooks: RenderHooks, pool: RenderPool | None = None) -> MuxStats:
+    """Render `job` into `job.out_path` and return what was written; with `pool`, sharing its scheduler and tally
+    with the other renders driven through it (without, on a pool of its own).
 
     Raises UnsupportedMedia (OverLimit past `job.limits` or `job.parse`) for unusable sources, RenderRejected
     when the preview is not approved. On any failure or cancellation every outstanding task is force-cancelled
-    (and the preview's parser killed) and no file is left at `out_path`; the preview PNG, if written, is left to
-    the caller.
+    (and the parser killed), its queued tasks are withdrawn, and no file is left at `out_path`; the preview PNG,
+    if written, is left to the caller.
     """
-    return await RenderRun(job, hooks).run()
+    return await RenderRun(job, hooks, pool).run()
 
 
 @dataclass
 class RenderRun:
-    """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe,
-    preview, approval, segments, audio, mux, total; stages overlap) and `segment_stats` each segment's own
-    timings from the kernel (decode_s, encode_s, wall_s, fps)."""
+    """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe, preview,
+    queue: the wait for the first CPU, approval, segments, audio, mux, total; stages overlap),
+    `segment_stats` each segment's own timings from the kernel (decode_s, encode_s, wall_s, fps), `audio_stats`
+    the audio kernel's (wall_s, samples; empty without audio), and
+    `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool)."""
 
     job: RenderJob
     hooks: RenderHooks
+    pool: RenderPool | None = None  # None: a pool of its own, closed when the run ends
     stages: dict[str, float] = field(default_factory=dict, init=False)
     segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
+    audio_stats: dict[str, Any] = field(default_factory=dict, init=False)
+    start_order: list[int] = field(default_factory=list, init=False)
+    started_at: float = field(default=0.0, init=False)  # epoch seconds
+    _key: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)  # this run, in scheduler and tally
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
-    _tally: Any = field(default=None, init=False)  # the FrameTally actor, once the segments are planned
+    _tally: TallyRef | None = field(default=None, init=False)  # once the segments are planned
     _frames_reported: int = field(default=0, init=False)
     _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
 
     async def run(self) -> MuxStats:
+        self.started_at = time.time()
         started = time.perf_counter()
+        own_pool = self.pool is None
+        if own_pool:
+            self.pool = RenderPool()
         try:
             return await self._render()
         except BaseException:
@@ -207,39 +228,52 @@ class RenderRun:
             raise
         finally:
             if self._tally is not None:  # every segment task has ended (or was cancelled): nobody reports
-                ray.kill(self._tally)
+                self._tally.actor.close.remote(self._key)
+            if own_pool:
+                self.pool.close()
             self.stages["total"] = time.perf_counter() - started
+
+    def timings(self) -> RenderTimings:
+        return RenderTimings(self.started_at, dict(self.stages), tuple(s["wall_s"] for s in self.segment_stats),
+                             self.audio_stats.get("wall_s"))
 
     async def _render(self) -> MuxStats:
         job = self.job
         await self.hooks.progress(RenderProgress(PROBING))
-        info = await self._timed("probe", parse_isolated(job.parse, probe, job.source_path, job.limits))
-        workers = job.workers or int(ray.cluster_resources().get("CPU", 1))
-        segments = plan_segments(info, workers)
+        started = time.perf_counter()
+        source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, job.spec)
+        self.stages["probe"] = time.perf_counter() - started - source.preview_s  # the parser's start-up included
+        if source.preview_png is not None:
+            self.stages["preview"] = source.preview_s
+        info = source.info
+        segments = plan_segments(info, job.workers or self.pool.scheduler.plan_width(),
+                                 max_frames=self._max_segment_frames(info))
         spec, segment_options = await self._fix_encoder(job.spec, len(segments))
-        self._tally = _tally_actor.remote(len(segments))
+        self._tally = TallyRef(self.pool.tally(), self._key)
+        self._tally.actor.open.remote(self._key, len(segments))
         await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
 
-        # Submission order is start order when CPUs are short: the preview first, as a person waits on it;
-        # then the audio, which would otherwise run alone after the (equally sized) segments end together.
-        preview = (asyncio.ensure_future(parse_isolated(job.parse, render_preview, job.source_path, info, spec))
-                   if spec.watermark else None)
-        audio = self._submit(_audio_task, {}, job.source_path, spec.output_format)
-        parts = [self._submit(segment_task, segment_options, job.source_path, s, spec, info, self._tally)
+        # The audio first: it would otherwise run alone after the (equally sized) segments end together.
+        audio = self._schedule(_audio_task, {}, job.source_path, spec.output_format)
+        parts = [self._schedule(segment_task, segment_options, job.source_path, s, spec, info, self._tally)
                  for s in segments]
-        summaries, encoded = [p[0] for p in parts], [p[1] for p in parts]
 
-        gate = [self._approval_gate(preview)] if preview is not None else []
-        work = (self._encode(summaries, info), self._timed("audio", _value(audio)), *gate)
+        gate = [self._approval_gate(source.preview_png)] if source.preview_png is not None else []
+        work = (self._encode(parts, info), self._audio(audio), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
             await asyncio.gather(*waits)  # raises the first failure (or the rejection) at once
         finally:
-            for waiting in (*waits, *([preview] if preview is not None else [])):
-                waiting.cancel()  # the preview too: a gate cancelled before it ran never awaited it
+            for waiting in waits:
+                waiting.cancel()
 
         await self.hooks.progress(RenderProgress(MUXING, info.frame_count, info.frame_count, source_fps=info.fps))
-        return await self._timed("mux", self._mux(audio, encoded, spec.output_format, info.fps))
+        encoded = [part.result().refs[1] for part in parts]
+        return await self._timed("mux", self._mux(audio.result().refs[1], encoded, spec.output_format, info.fps))
+
+    def _max_segment_frames(self, info: SourceInfo) -> int:
+        width, height = output_size(info.width, info.height, self.job.spec.resolution)
+        return max(1, self.job.segment_max_megapixels * 1_000_000 // (width * height))
 
     async def _fix_encoder(self, spec: RenderSpec, segment_count: int) -> tuple[RenderSpec, dict[str, Any]]:
         """The spec with its video encoder decided, and the extra Ray options its segment tasks need."""
@@ -254,14 +288,34 @@ class RenderRun:
             return spec, {"num_gpus": min(1.0, gpus / segment_count)}  # every segment fits on the GPUs at once
         return spec, {}
 
-    async def _encode(self, summaries: list[ray.ObjectRef], info: SourceInfo) -> None:
+    def _schedule(self, task, options: dict[str, Any], *args, final: bool = False) -> asyncio.Future[Dispatched]:
+        """Queue a CPU task of this render in the pool's scheduler, which starts it (`_submit`) in its turn."""
+
+        def start() -> list[ray.ObjectRef]:
+            refs = self._submit(task, options, *args)
+            return refs if isinstance(refs, list) else [refs]
+
+        return self.pool.scheduler.submit(self.job.principal, self._key, start, final)
+
+    async def _summary(self, started: asyncio.Future[Dispatched]) -> Any:
+        """The summary (first return) of a scheduled task, once it has been started and has ended."""
+        dispatched = await started
+        self.start_order.append(dispatched.order)
+        if dispatched.order == min(self.start_order):  # the render's first task to start
+            self.stages["queue"] = dispatched.queued_s
+        return await _value(dispatched.refs[0])
+
+    async def _audio(self, audio: asyncio.Future[Dispatched]) -> None:
+        self.audio_stats = await self._timed("audio", self._summary(audio))
+
+    async def _encode(self, parts: list[asyncio.Future[Dispatched]], info: SourceInfo) -> None:
         """Await the segment summaries as they complete, reporting the frames done meanwhile: each segment's
         count is the larger of its live tally and, once it has ended, its final frame count."""
         started = time.perf_counter()
-        self._speed.add(0)  # the segments start now: speed is measured from here
-        frames = [0] * len(summaries)
+        self._speed.add(0)  # the segments are queued now: speed is measured from here
+        frames = [0] * len(parts)
         watching = asyncio.ensure_future(self._watch_tally(frames, info))
-        waiting = {asyncio.ensure_future(_value(ref)) for ref in summaries}
+        waiting = {asyncio.ensure_future(self._summary(part)) for part in parts}
         try:
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -283,11 +337,12 @@ class RenderRun:
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             try:
-                live = await self._tally.counts.remote()
+                live = await self._tally.actor.counts.remote(self._key)
             except ray.exceptions.RayActorError:
                 return
-            frames[:] = map(max, frames, live)
-            await self._report_frames(sum(frames), info)
+            if live is not None:
+                frames[:] = map(max, frames, live)
+                await self._report_frames(sum(frames), info)
 
     async def _report_frames(self, frames_done: int, info: SourceInfo) -> None:
         """Hand the hooks a rendering report when the count moved (so never backwards, never repeated)."""
@@ -297,9 +352,8 @@ class RenderRun:
         fps = self._speed.add(frames_done)
         await self.hooks.progress(RenderProgress(RENDERING, frames_done, info.frame_count, fps, info.fps))
 
-    async def _approval_gate(self, preview: asyncio.Future) -> None:
+    async def _approval_gate(self, png: bytes) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""
-        png = await self._timed("preview", preview)
         await asyncio.to_thread(self.job.media.put_bytes, self.job.preview_path, png)
         approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
         if not approved:
@@ -312,8 +366,9 @@ class RenderRun:
         if media.node_local:  # its files are on this node's disk
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             options["scheduling_strategy"] = here
-        ref = self._submit(_mux_task, options, audio, output_format, media, self.job.out_path, fps, *encoded)
-        return await _value(ref)
+        dispatched = await self._schedule(_mux_task, options, audio, output_format, media, self.job.out_path, fps,
+                                          encoded, final=True)
+        return await _value(dispatched.refs[0])
 
     def _submit(self, task, options: dict[str, Any], *args) -> Any:
         """Start a task, remembering it (by its first return) for cancellation."""
@@ -328,8 +383,10 @@ class RenderRun:
         return result
 
     async def _cancel_unfinished(self) -> None:
-        """Force-cancel every unfinished task and wait (bounded) until they are gone, so a killed mux cannot
-        still be writing when its staging files are removed."""
+        """Withdraw the queued tasks, force-cancel every started one that has not finished, and wait (bounded)
+        until they are gone, so a killed mux cannot still publish its file after the render ended."""
+        if self.pool is not None:
+            self.pool.scheduler.withdraw(self.job.principal, self._key)
         if not self._submitted:
             return
         _, unfinished = ray.wait(self._submitted, num_returns=len(self._submitted), timeout=0, fetch_local=False)

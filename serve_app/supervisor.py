@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -49,11 +51,12 @@ from serve_app.disk_full import is_disk_full, render_storage_full
 from serve_app.handles import registry_handle
 from serve_app.media_limits import media_limits, media_refusal
 from serve_app.media_probe import ParseBounds
-from serve_app.render_driver import RenderHooks, RenderJob, RenderRejected, run_render
+from serve_app.render_driver import RenderJob, RenderPool, RenderRejected, RenderRun, RenderTimings
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+KEPT_TIMINGS = 1000  # finished renders whose stage timings `render_timings` can still answer
 WATCH_S = 10.0
 HEARTBEAT_S = 3.0  # lease renewal; well inside the registry's driver_lease_s (15 s by default)
 
@@ -119,12 +122,12 @@ class RenderTimedOut(Exception):
     """The render ran past VIDFORGE_RENDER_TIMEOUT_S and was stopped (its tasks cancelled, its files removed)."""
 
 
-async def run_render_within(limit_s: float, job: RenderJob, hooks: RenderHooks) -> MuxStats:
-    """`run_render`, stopped at `limit_s` the way a cancel stops it and then raised as RenderTimedOut. A
+async def run_render_within(limit_s: float, run: RenderRun) -> MuxStats:
+    """`run.run()`, stopped at `limit_s` the way a cancel stops it and then raised as RenderTimedOut. A
     TimeoutError from inside the render (not this deadline) passes through as the fault it is."""
     try:
         async with asyncio.timeout(limit_s) as deadline:
-            return await run_render(job, hooks)
+            return await run.run()
     except TimeoutError:
         if deadline.expired():
             raise RenderTimedOut from None
@@ -148,6 +151,8 @@ def render_job(rec: dict[str, Any], config: Config, assets: AssetStore) -> Rende
         parse=ParseBounds.of(config),
         limits=media_limits(config),
         media=assets.media,
+        principal=principal,
+        segment_max_megapixels=config.segment_max_megapixels,
     )
 
 
@@ -157,6 +162,9 @@ class RenderSupervisor:
         self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
         self.running: dict[str, asyncio.Task] = {}
+        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.scheduling).
+        self.pool = RenderPool()
+        self.timings: OrderedDict[str, RenderTimings] = OrderedDict()  # the last KEPT_TIMINGS completed renders
         # Resume on this instance's own start: a restarted actor may get no call for a long time (a task's
         # progress is read from the registry, never from here). Ray runs an async actor's constructor on its
         # event loop; in-process, construct it inside one.
@@ -203,6 +211,11 @@ class RenderSupervisor:
     async def active(self) -> list[str]:
         return sorted(self.running)
 
+    async def render_timings(self, task_id: str) -> RenderTimings | None:
+        """Where a completed render's time went (stages, segments), while it is among the last KEPT_TIMINGS;
+        for benchmarks and operators (the same figures are logged at completion)."""
+        return self.timings.get(task_id)
+
     def _launch(self, rec: dict[str, Any]) -> None:
         """Start one driver for the task, unless one runs (checked here, with no await since the caller's)."""
         task_id = rec["task_id"]
@@ -224,7 +237,8 @@ class RenderSupervisor:
             if rec is None or rec["cancel_requested"]:  # the first checkpoint: ended, or cancelled, before any work
                 raise asyncio.CancelledError
             job = render_job(rec, config, self.assets)
-            stats = await run_render_within(config.render_timeout_s, job, RegistryHooks(self.registry, rec, config))
+            run = RenderRun(job, RegistryHooks(self.registry, rec, config), self.pool)
+            stats = await run_render_within(config.render_timeout_s, run)
         except (asyncio.CancelledError, Exception) as exc:
             await asyncio.to_thread(discard, self.assets.media, task_id)  # every way out but success leaves no file
             await self._end_unfinished(task_id, args, exc)
@@ -234,6 +248,13 @@ class RenderSupervisor:
         # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
         # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
         await asyncio.shield(self._complete(task_id, args, stats))
+        self._keep_timings(task_id, replace(run.timings(), completed_at=time.time()))
+
+    def _keep_timings(self, task_id: str, timings: RenderTimings) -> None:
+        logger.info("render %s done: %s", task_id, timings.summary())
+        self.timings[task_id] = timings
+        while len(self.timings) > KEPT_TIMINGS:
+            self.timings.popitem(last=False)
 
     async def _complete(self, task_id: str, args: dict[str, Any], stats: MuxStats) -> None:
         """Publish the finished render (artifact and result in one registry commit), or delete its files when

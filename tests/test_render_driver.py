@@ -14,8 +14,9 @@ from media import decode_all, make_clip, make_watermark_png, psnr_y
 
 from mcp_protocol.progress import RenderProgress
 from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
-from serve_app import render_driver
-from serve_app.render_driver import FrameTally, RenderJob, RenderRejected, run_render
+from serve_app import render_driver, render_tasks
+from serve_app.render_driver import RenderJob, RenderRejected, run_render
+from serve_app.render_tasks import FrameTally
 
 pytestmark = pytest.mark.ray
 
@@ -129,11 +130,16 @@ def test_progress_is_monotonic_and_ends_at_total(clean):
 
 
 def test_tally_keeps_each_segments_high_water_mark():
-    tally = FrameTally(3)  # the actor's class, called directly
-    tally.report(1, 30)
-    tally.report(1, 12)  # the same segment retried from scratch: not added, not gone back
-    tally.report(2, 5)
-    assert tally.counts() == [0, 30, 5]
+    tally = FrameTally()  # the actor's class, called directly
+    tally.open("run", 3)
+    tally.report("run", 1, 30)
+    tally.report("run", 1, 12)  # the same segment retried from scratch: not added, not gone back
+    tally.report("run", 2, 5)
+    tally.report("other", 0, 7)  # a run that was never opened (or already closed): dropped
+    assert tally.counts("run") == [0, 30, 5] and tally.counts("other") is None
+    tally.close("run")
+    tally.report("run", 0, 9)  # a late report from an abandoned run's task
+    assert tally.counts("run") is None and tally.runs == {}
 
 
 def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, monkeypatch):
@@ -142,12 +148,12 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     seen_mid = str(tmp_path / "driver-saw-a-mid-segment-count")
 
     def pauses_midway(source_path, segment, spec, info, tally):
-        forward = render_driver.reporter(tally, segment.index)
+        forward = render_tasks.reporter(tally, segment.index)
 
         def on_frame(frames_done):
             forward(frames_done)
             if frames_done == segment.frame_count // 2:
-                ray.get(tally.report.remote(segment.index, frames_done))
+                ray.get(tally.report(segment.index, frames_done))
                 deadline = time.monotonic() + DEADLINE_S
                 while not os.path.exists(seen_mid):
                     assert time.monotonic() < deadline, "the driver never reported a mid-segment count"
@@ -179,12 +185,12 @@ def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_pa
         if segment.index == 1 and not os.path.exists(marker):
             def die_at_half(frames_done):
                 if frames_done == segment.frame_count // 2:
-                    ray.get(tally.report.remote(segment.index, frames_done))  # these frames surely counted
+                    ray.get(tally.report(segment.index, frames_done))  # these frames surely counted
                     open(marker, "w").close()
                     os._exit(1)  # the worker process dies: Ray's max_retries, not an exception retry
 
             encode_segment(source_path, segment, spec, info, die_at_half)
-        return render_driver.encode_segment_parts(source_path, segment, spec, info, tally)
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
 
     faulty = ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(dies_midway_on_first_attempt)
     monkeypatch.setattr(render_driver, "segment_task", faulty)
@@ -254,3 +260,76 @@ def test_unsupported_media_propagates_unchanged(cluster, media, tmp_path):
         render(RenderJob(media[0], spec, str(tmp_path / "b.mp4"), str(tmp_path / "b.png")), Hooks())
     assert type(in_task.value) is UnsupportedMedia and in_task.value.reason
     assert not os.path.exists(tmp_path / "b.mp4")
+
+
+def test_renders_share_the_cpus_fairly_and_plan_for_the_free_ones(cluster, media, tmp_path, monkeypatch):
+    """Four renders on one pool (2 CPUs). The first one's two segments hold both CPUs until every other render is
+    queued, so the start order that follows is the scheduler's alone, whatever the machine's speed: principal
+    a's renders in arrival order, principal b's render served in turn between them rather than after them. The
+    plans follow the free CPUs: alone, the first render is cut in two; the others, planned while work waits,
+    are one segment each, and render the same frames as the two-segment one."""
+    gate = tmp_path / "gate-open"
+    held = tmp_path / "held"
+    held.mkdir()
+
+    def waits_for_the_gate(source_path, segment, spec, info, tally):
+        if not gate.exists():  # only the first render's segments start before the gate opens
+            (held / str(segment.index)).touch()
+            deadline = time.monotonic() + DEADLINE_S
+            while not gate.exists():
+                assert time.monotonic() < deadline, "the gate never opened"
+                time.sleep(0.05)
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
+
+    monkeypatch.setattr(render_driver, "segment_task",
+                        ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(waits_for_the_gate))
+    pool = render_driver.RenderPool()
+
+    class Queued(Hooks):
+        """Its `queued` event fires at the first rendering report, right after which the render's tasks are
+        queued (the driver does not yield in between)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.queued = asyncio.Event()
+
+        async def progress(self, report: RenderProgress) -> None:
+            await super().progress(report)
+            if report.phase == "rendering":
+                self.queued.set()
+
+    def run_for(name: str, principal: str) -> render_driver.RenderRun:
+        job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / name / "final.mp4"), principal=principal)
+        return render_driver.RenderRun(job, Queued(), pool)
+
+    async def scenario() -> dict[str, render_driver.RenderRun]:
+        runs = {"a1": run_for("a1", "a"), "a2": run_for("a2", "a"), "a3": run_for("a3", "a"), "b1": run_for("b1", "b")}
+        tasks = [asyncio.ensure_future(runs["a1"].run())]
+        deadline = time.monotonic() + DEADLINE_S
+        while len(os.listdir(held)) < 2:  # both CPUs held by a1's segments (its audio has ended)
+            assert time.monotonic() < deadline, "the first render's segments never started"
+            await asyncio.sleep(0.05)
+        for name in ("a2", "a3", "b1"):
+            tasks.append(asyncio.ensure_future(runs[name].run()))
+            await asyncio.wait_for(runs[name].hooks.queued.wait(), DEADLINE_S)
+        gate.touch()
+        await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S * 3)
+        return runs
+
+    try:
+        runs = asyncio.run(scenario())
+    finally:
+        pool.close()
+    # Start order of the audio and segment tasks (the muxes take their renders' own CPUs in between): a1's
+    # audio and two segments before the gate; then principals a and b alternate, a's renders first come first.
+    started = sorted((order, name) for name, run in runs.items() for order in run.start_order)
+    assert [name for _, name in started] == ["a1", "a1", "a1", "a2", "b1", "a2", "b1", "a3", "a3"]
+    assert {name: len(run.segment_stats) for name, run in runs.items()} == {"a1": 2, "a2": 1, "a3": 1, "b1": 1}
+
+    info = probe(media[0])
+    two, one = decode_all(runs["a1"].job.out_path), decode_all(runs["b1"].job.out_path)
+    assert two.frame_count == one.frame_count == info.frame_count
+    boundary = runs["a1"].segment_stats[0]["frame_count"]  # the second segment's first frame
+    scores = [psnr_y(a, b) for a, b in zip(two.frames, one.frames)]
+    assert min(scores) >= 40 and min(scores[boundary - 1], scores[boundary]) >= 40
+    wait_until(all_cpus_free, "every task of the four renders to release its CPU")

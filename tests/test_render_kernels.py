@@ -6,6 +6,7 @@ import dataclasses
 import glob
 import os
 import pickle
+import weakref
 from fractions import Fraction
 
 import av
@@ -27,10 +28,12 @@ from render_kernels import (
     plan_segments,
     probe,
     probe_image,
+    read_source,
     render_preview,
 )
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN
 from render_kernels.encoders import nvenc_available
+from render_kernels.probe import MediaLimits
 
 FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
 OUT_W, OUT_H = 1280, 720
@@ -361,6 +364,40 @@ def test_variable_frame_rate_source_renders_constant_rate(vfr_clip, media_dir):
     check_output(stats.path, "h264", "aac", 30, info.fps, keyframes_at=(0, 10), duration_s=info.audio.duration_s)
 
 
+def test_mux_reads_one_segment_at_a_time_and_writes_the_same_bytes(clip, media_dir):
+    """Given a generator, the mux drops each segment before it asks for the next (as the driver's mux task fetches
+    them from the object store), and the file is byte for byte the one a list of the same segments makes."""
+    info = probe(clip)
+    spec = RenderSpec("mp4", "720p")
+    listed = [encode_segment(clip, s, spec, info) for s in plan_segments(info, 3, 1.0)]
+    audio = encode_audio(clip, "mp4")
+    mux_segments(listed, audio, "mp4", str(media_dir / "listed.mp4"), info.fps)
+    stored = [pickle.dumps(s) for s in listed]
+    del listed
+    fetched: list[weakref.ref] = []
+
+    def one_at_a_time():
+        for blob in stored:
+            assert all(ref() is None for ref in fetched), "the mux still holds an earlier segment"
+            box = [pickle.loads(blob)]
+            fetched.append(weakref.ref(box[0]))
+            yield box.pop()  # the generator keeps no reference of its own
+
+    stats = mux_segments(one_at_a_time(), audio, "mp4", str(media_dir / "streamed.mp4"), info.fps)
+    assert len(fetched) == 3 and stats.frame_count == 40
+    assert (media_dir / "streamed.mp4").read_bytes() == (media_dir / "listed.mp4").read_bytes()
+
+
+def test_mux_refuses_segments_out_of_order(clip, media_dir):
+    info = probe(clip)
+    spec = RenderSpec("mp4", "720p")
+    segments = [encode_segment(clip, s, spec, info) for s in plan_segments(info, 2, 1.0)]
+    with pytest.raises(ValueError, match="segment 1 came where segment 0 belongs"):
+        mux_segments(segments[::-1], None, "mp4", str(media_dir / "reversed.mp4"), info.fps)
+    assert not (media_dir / "reversed.mp4").exists()
+    assert [f for f in os.listdir(media_dir) if f.startswith(".mux-")] == []
+
+
 def test_mux_failure_leaves_no_artifact(clip, media_dir):
     info = probe(clip)
     segment = encode_segment(clip, plan_segments(info, 1)[0], RenderSpec("mp4", "720p"), info)
@@ -439,6 +476,16 @@ def test_rendered_video_carries_watermark(clip, red_png, media_dir, mp4_renders)
         expected = 0.7 * np.array([255.0, 0, 0]) + 0.3 * plain[inside]
         assert np.abs(marked[inside] - expected).mean(axis=0) == pytest.approx([0, 0, 0], abs=4)
         assert np.abs(marked[outside] - plain[outside]).mean() < 2.0
+
+
+def test_read_source_is_the_probe_and_the_preview_in_one_call(clip, red_png):
+    plain = read_source(clip, spec=RenderSpec("mp4", "720p"))
+    assert plain.info == probe(clip) and plain.preview_png is None and plain.probe_s > 0
+    spec = RenderSpec("mp4", "720p", WatermarkSpec(red_png, position="top_left", opacity=0.5))
+    marked = read_source(clip, spec=spec)
+    assert marked.info == plain.info and marked.preview_png == render_preview(clip, marked.info, spec)
+    with pytest.raises(UnsupportedMedia, match="max_frames|frames"):
+        read_source(clip, MediaLimits(max_frames=10), spec)
 
 
 def test_watermark_must_be_an_image(clip, media_dir):

@@ -1,0 +1,185 @@
+"""Batch throughput: K renders submitted together through MCP, against the same K jobs as ffmpeg processes.
+
+vidforge: a real `vidforge serve` (started here, warmed with one render, its start-up excluded), K renders of
+a 1080p clip with audio -> 720p mp4 (every other one watermarked, approved the moment it asks), spread over
+`--principals` principals, all created at once by K concurrent agents, each following its render on a
+`subscriptions/listen` stream. ffmpeg: the same K jobs as `ffmpeg` CLI processes (the kernels' x264 preset and
+CRF, the same watermark, AAC at the same rate), as many at a time as the machine has cores.
+
+    .venv/bin/python benchmarks/batch_throughput.py            # 8 x 20 s renders, 2 principals
+    .venv/bin/python benchmarks/batch_throughput.py --short    # 4 x 6 s: a quick check
+
+Prints, for both: renders per hour, their ratio (target: vidforge >= 0.95 x ffmpeg), CPU utilisation (the CPU
+seconds of every process of that side over wall x cores), and each render's queue time (create -> first frame
+encoded: probe, plan, wait for a CPU) and run time (first frame -> completed); for vidforge also the
+supervisor's own figures per render (wait in the fair scheduler, segments planned, stage times). Every
+output's frame count is checked against the source. The machine's load average is printed too: on a shared
+machine both sides are slowed, and not equally.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serving import (  # noqa: E402 - first: it sets up Ray's authentication mode (see there)
+    BenchServer,
+    ProcessSampler,
+    RenderTrace,
+    print_cpu,
+    drive_render,
+    render_args,
+    supervisor_timings,
+)
+from render_throughput import ffmpeg_command  # noqa: E402
+
+from media import make_clip, make_watermark_png  # noqa: E402 - tests/ is on the path (serving)
+from render_kernels import RenderSpec, WatermarkSpec, probe  # noqa: E402
+
+TARGET_RATIO = 0.95
+
+
+@dataclass
+class FfmpegJob:
+    index: int
+    watermark: bool
+    started: float = 0.0
+    ended: float = 0.0
+    cpu_s: float = 0.0
+
+
+def make_inputs(workdir: str, seconds: float) -> tuple[str, str]:
+    source = os.path.join(workdir, f"source-1080p-{seconds:g}s.mp4")
+    if not os.path.exists(source):
+        started = time.perf_counter()
+        make_clip(source, seconds=seconds, width=1920, height=1080, fps=30, audio=True, gop=30)
+        print(f"generated {source} in {time.perf_counter() - started:.1f} s")
+    logo = make_watermark_png(os.path.join(workdir, "logo.png"), w=256, h=96, rgba=(255, 255, 255, 220))
+    return source, logo
+
+
+def run_vidforge(server: BenchServer, sources: list[str], logos: dict[int, str], count: int,
+                 principals: int) -> tuple[list[RenderTrace], float, ProcessSampler]:
+    """All renders created at once; returns their traces, the wall time and the server's process figures."""
+    traces = [RenderTrace(principal=i % principals, watermark=i % 2 == 1) for i in range(count)]
+    jobs = [render_args(sources[i], logos[t.principal] if t.watermark else None) for i, t in enumerate(traces)]
+    with ProcessSampler(os.getsid(server.pid)) as sampler:
+        time.sleep(0.3)  # one sample of everything alive before the mark
+        sampler.mark()
+        started = time.time()
+        with ThreadPoolExecutor(count) as pool:
+            done = list(pool.map(lambda job: drive_render(server, *job), zip(traces, jobs)))
+        wall = max(t.seen_done for t in done) - started
+    return done, wall, sampler
+
+
+def run_ffmpeg(source: str, logo: str, count: int, cores: int, workdir: str) -> tuple[list[FfmpegJob], float]:
+    jobs = [FfmpegJob(i, i % 2 == 1) for i in range(count)]
+    started = time.time()
+
+    def run(job: FfmpegJob) -> FfmpegJob:
+        spec = RenderSpec("mp4", "720p", WatermarkSpec(logo, "bottom_right", 0.6) if job.watermark else None)
+        command = ffmpeg_command(source, spec, os.path.join(workdir, f"ffmpeg-{job.index}.mp4"))
+        job.started = time.time()
+        proc = subprocess.Popen(command)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        job.ended = time.time()
+        job.cpu_s = usage.ru_utime + usage.ru_stime
+        if proc.returncode:
+            raise RuntimeError(f"ffmpeg failed ({proc.returncode}): {' '.join(command)}")
+        return job
+
+    with ThreadPoolExecutor(cores) as pool:
+        done = list(pool.map(run, jobs))
+    return done, max(j.ended for j in done) - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--renders", type=int, default=8, help="K renders in the batch")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each source clip")
+    parser.add_argument("--principals", type=int, default=2, help="principals the renders are spread over")
+    parser.add_argument("--short", action="store_true", help="a quick run: 4 renders of 6 s")
+    parser.add_argument("--workdir", help="keep inputs and outputs here (the clip is reused when present)")
+    args = parser.parse_args()
+    if args.short:
+        args.renders, args.seconds = 4, 6.0
+    if not shutil.which("ffmpeg"):
+        sys.exit("ffmpeg is needed on the PATH (apt-get install ffmpeg)")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="vidforge-batch-")
+    os.makedirs(workdir, exist_ok=True)
+    cores = os.cpu_count() or 1
+    source, logo = make_inputs(workdir, args.seconds)
+    info = probe(source)
+    print(f"batch: {args.renders} renders of {info.duration_s:g} s {info.width}x{info.height} -> 720p mp4, "
+          f"every other one watermarked, {args.principals} principals; {cores} cores; "
+          f"load average before: {os.getloadavg()[0]:.2f}")
+
+    per_principal = math.ceil(args.renders / args.principals)
+    env = {"VIDFORGE_MAX_CONCURRENT_RENDERS": str(max(4, per_principal))}
+    with BenchServer(workdir, args.principals, env) as server:
+        print(f"server start-up (excluded): {server.startup_s:.1f} s")
+        sources = [server.upload(source, i % args.principals) for i in range(args.renders)]
+        logos = {p: server.upload(logo, p) for p in range(args.principals)}
+        warm = RenderTrace(principal=0, watermark=True)
+        drive_render(server, warm, render_args(sources[0], logos[0]))
+        print(f"warm-up render (excluded): {warm.seen_done - warm.sent:.1f} s")
+
+        traces, vf_wall, sampler = run_vidforge(server, sources, logos, args.renders, args.principals)
+        vf_cpu = sampler.cpu_s()
+        timings = supervisor_timings(server, [t.task_id for t in traces])
+        frames = {t.task_id: probe(server.artifact(t.task_id)).frame_count for t in traces if t.ok}
+
+    ff_jobs, ff_wall = run_ffmpeg(source, logo, args.renders, cores, workdir)
+    ff_cpu = sum(j.cpu_s for j in ff_jobs)
+    load_after = os.getloadavg()[0]
+
+    print(f"\nvidforge, {args.renders} renders submitted together:")
+    print("  #  principal  watermark  queue s  run s  total s   | scheduler wait s  segments  stages")
+    for i, t in enumerate(traces):
+        timing = timings.get(t.task_id)
+        stages = timing.stages if timing else {}
+        detail = ", ".join(f"{k} {v:.1f}" for k, v in stages.items() if k not in ("queue", "total"))
+        print(f"  {i:<2} {t.principal:^9}  {'yes' if t.watermark else 'no':^9}  {t.queue_s:7.1f} {t.run_s:6.1f} "
+              f"{t.seen_done - t.sent:8.1f}   | {stages.get('queue', float('nan')):16.1f} "
+              f"{len(timing.segment_wall_s) if timing else 0:9d}  {detail}")
+    failed = [t.task_id for t in traces if not t.ok]
+    wrong = {k: v for k, v in frames.items() if v != info.frame_count}
+    print(f"  outputs: {len(frames)} completed, {len(failed)} failed {failed or ''}; frame counts "
+          f"{'all ' + str(info.frame_count) if not wrong else wrong}")
+
+    print_cpu("  CPU seconds by process kind:", sampler.cpu_by_kind)
+
+    print(f"\nffmpeg, {args.renders} processes, {cores} at a time:")
+    print("  #  watermark  queue s  run s  CPU s")
+    for j in ff_jobs:
+        print(f"  {j.index:<2} {'yes' if j.watermark else 'no':^9}  {j.started - ff_jobs[0].started:7.1f} "
+              f"{j.ended - j.started:6.1f} {j.cpu_s:6.1f}")
+
+    vf_rate, ff_rate = args.renders / vf_wall * 3600, args.renders / ff_wall * 3600
+    print("\nsummary:")
+    print(f"  vidforge: {vf_wall:6.1f} s wall, {vf_rate:7.0f} renders/hour, CPU {vf_cpu:6.1f} s = "
+          f"{vf_cpu / (vf_wall * cores):4.0%} of {cores} cores")
+    print(f"  ffmpeg:   {ff_wall:6.1f} s wall, {ff_rate:7.0f} renders/hour, CPU {ff_cpu:6.1f} s = "
+          f"{ff_cpu / (ff_wall * cores):4.0%} of {cores} cores")
+    print(f"  throughput ratio vidforge/ffmpeg: {vf_rate / ff_rate:.2f}  (target >= {TARGET_RATIO})")
+    first, last = min(t.seen_done - t.sent for t in traces), max(t.seen_done - t.sent for t in traces)
+    print(f"  vidforge render latency: first done after {first:.1f} s, last after {last:.1f} s")
+    print(f"  load average: {load_after:.2f} after (the machine's, other work included)")
+    print(f"  outputs in {workdir}")
+
+
+if __name__ == "__main__":
+    main()

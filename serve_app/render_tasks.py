@@ -1,0 +1,107 @@
+"""What a render runs inside Ray workers: the segment, audio and mux task bodies and the progress tally.
+
+Kept apart from the driver, and free of the MCP SDK and the rest of serve_app: a worker imports the module of
+every function it runs, and a worker process started for a render (the pool growing, a worker replaced after a
+crash) would otherwise import the whole server, a second and a half of CPU per process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import ray
+
+from media_store import MediaStore
+from render_kernels import (
+    EncodedAudio,
+    EncodedSegment,
+    Media,
+    MuxStats,
+    RenderSpec,
+    Segment,
+    SourceInfo,
+    encode_audio,
+    encode_segment,
+    mux_segments,
+)
+
+PROGRESS_INTERVAL_S = 0.5  # how often a segment task reports its frames, and the driver reads them
+
+
+class FrameTally:
+    """Frames encoded so far by each segment of the runs of one RenderPool, as their segment tasks report them.
+
+    Keyed by run (a fresh key per RenderRun, opened once its segments are planned and closed when it ends), so a
+    report from an abandoned run's task never counts towards a later run of the same render: reports for a run
+    that is not open are dropped. Reports are cumulative per segment and kept as a high-water mark, so a segment
+    retried from scratch after a worker death is not counted twice.
+    """
+
+    def __init__(self) -> None:
+        self.runs: dict[str, list[int]] = {}
+
+    def open(self, run: str, segment_count: int) -> None:
+        self.runs[run] = [0] * segment_count
+
+    def close(self, run: str) -> None:
+        self.runs.pop(run, None)
+
+    def report(self, run: str, index: int, frames_done: int) -> None:
+        if (frames := self.runs.get(run)) is not None:
+            frames[index] = max(frames[index], frames_done)
+
+    def counts(self, run: str) -> list[int] | None:
+        """Each segment's count; None when the run is not open (e.g. the tally was restarted since)."""
+        return self.runs.get(run)
+
+
+@dataclass(frozen=True)
+class TallyRef:
+    """Where one run's segment tasks report: the pool's FrameTally actor and the run's key (picklable)."""
+
+    actor: Any
+    run: str
+
+    def report(self, index: int, frames_done: int) -> ray.ObjectRef:
+        return self.actor.report.remote(self.run, index, frames_done)
+
+
+def reporter(tally: TallyRef, index: int):
+    """The kernel's per-frame callback for segment `index`: passes the count on to the tally at most every
+    PROGRESS_INTERVAL_S. Fire-and-forget: a lost report only makes the next one the first to arrive."""
+    last = time.monotonic()
+
+    def on_frame(frames_done: int) -> None:
+        nonlocal last
+        if (now := time.monotonic()) - last >= PROGRESS_INTERVAL_S:
+            last = now
+            tally.report(index, frames_done)
+
+    return on_frame
+
+
+def encode_segment_parts(source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo,
+                         tally: TallyRef) -> tuple[dict[str, Any], EncodedSegment]:
+    """`encode_segment` as (summary, segment), reporting live to `tally`; see module docstring."""
+    encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
+    return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
+
+
+def encode_audio_parts(source_path: Media, output_format: str) -> tuple[dict[str, Any], EncodedAudio | None]:
+    """`encode_audio` as (summary, audio): the driver awaits the summary only (see module docstring)."""
+    audio = encode_audio(source_path, output_format)
+    return (audio.stats if audio is not None else {}), audio
+
+
+def mux_stored_segments(audio: EncodedAudio | None, output_format: str, media: MediaStore, out_path: str,
+                        fps: float, segment_refs: list[ray.ObjectRef]) -> MuxStats:
+    """`mux_segments` fetching the segments one at a time: refs inside a list are not resolved by Ray before the
+    task starts, so each is read from the object store only when the mux reaches it. The file is made in a
+    staging folder on this node and then handed to the store under `out_path` (a rename, or a multipart
+    upload)."""
+    with media.staged(out_path) as staged:
+        stats = mux_segments((ray.get(ref) for ref in segment_refs), audio, output_format, staged, fps)
+        media.put_file(staged, out_path, move=True)
+    return replace(stats, path=out_path)

@@ -42,7 +42,7 @@ from mcp_protocol.catalog import (
 )
 from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
-from mcp_protocol.service import RenderService
+from mcp_protocol.render_service import RenderService
 from mcp_protocol.tasks import (
     SUBSCRIPTION_ID_META_KEY,
     StreamNotification,

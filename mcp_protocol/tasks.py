@@ -19,7 +19,7 @@ from mcp_protocol import views
 from mcp_protocol.catalog import STATUS_TOOL, video_uri
 from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
 from mcp_protocol.identity import TASKS_EXTENSION
-from mcp_protocol.service import RenderService
+from mcp_protocol.render_service import RenderService
 from mcp_protocol.timefmt import iso_ms
 from mcp_protocol.views import Caller
 

@@ -22,7 +22,7 @@ from mcp_protocol.catalog import (
 )
 from mcp_protocol.errors import INTERNAL_ERROR, VidforgeError, repair, tool_error_result
 from mcp_protocol.results import render_failed_error, rerender_repair
-from mcp_protocol.service import RenderService
+from mcp_protocol.render_service import RenderService
 from mcp_protocol.views import Caller
 
 logger = logging.getLogger(__name__)

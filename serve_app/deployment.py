@@ -17,7 +17,7 @@ from serve_app.app import build_app
 from serve_app.auth import load_tokens
 from serve_app.config import Config
 from serve_app.leases import ledger_handle
-from serve_app.service import RayRenderService
+from serve_app.ray_render_service import RayRenderService
 
 APP_NAME = "vidforge"
 

@@ -15,7 +15,7 @@ from actors.task_registry import TERMINAL, IdempotencyConflict
 from mcp_protocol.catalog import RENDER_TOOL, STATUS_TOOL
 from mcp_protocol.errors import VidforgeError, repair
 from mcp_protocol.results import watermark_rejected_result
-from mcp_protocol.service import ServiceSettings
+from mcp_protocol.render_service import ServiceSettings
 from mcp_protocol.tools import idempotency_conflict
 from serve_app.artifacts import preview_path
 from render_kernels.probe import OverLimit

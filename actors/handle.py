@@ -6,6 +6,7 @@ import logging
 import ray
 
 from actors.task_registry import TaskRegistry
+from serve_app.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,11 @@ def singleton_actor_options(name: str, namespace: str) -> dict:
     }
 
 
-def get_or_create_registry(data_dir: str, config: dict, namespace: str = "vidforge") -> ray.actor.ActorHandle:
-    """One registry per cluster, recovering from the store under ``data_dir`` whenever it is restarted; its
-    sweep re-drives unleased tasks through the namespace's render supervisor."""
-    handle = ray.remote(TaskRegistry).options(**singleton_actor_options(REGISTRY_NAME, namespace)).remote(
-        data_dir, config, driver=NamedSupervisor(namespace)
+def get_or_create_registry(config: Config) -> ray.actor.ActorHandle:
+    """One registry per cluster (per ``config.namespace``), recovering from the store under ``config.data_dir``
+    whenever it is restarted; its sweep re-drives unleased tasks through the namespace's render supervisor."""
+    handle = ray.remote(TaskRegistry).options(**singleton_actor_options(REGISTRY_NAME, config.namespace)).remote(
+        config, driver=NamedSupervisor(config.namespace)
     )
     # Housekeeping otherwise starts with the first call; start it now (idempotent, fire-and-forget).
     handle.start.remote()

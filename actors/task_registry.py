@@ -26,6 +26,7 @@ from typing import Protocol
 
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.store import TaskStore
+from serve_app.config import Config
 from serve_app.storage_hygiene import assets_named, expired_assets, hide_assets, settle_hidden
 
 log = logging.getLogger(__name__)
@@ -48,17 +49,7 @@ _PAYLOAD = {WORKING: None, INPUT_REQUIRED: None, COMPLETED: "result", FAILED: "e
 
 PHASES = frozenset({"queued", "probing", "rendering", "awaiting_watermark_approval", "muxing", "done"})
 
-DEFAULTS = {
-    "task_ttl_ms": 86_400_000,
-    "result_retention_s": 604_800,
-    "poll_interval_ms": 10_000,
-    "max_concurrent_renders": 4,
-    "idempotency_ttl_s": 86_400,
-    "sweep_interval_s": 5.0,
-    "driver_lease_s": 15.0,
-    "sweep_batch": 500,
-    "asset_retention_s": 604_800,
-}
+DRIVER_LEASE_S = 15.0  # a task whose driver has not renewed its lease for this long is handed to a driver again
 APPROVAL_POLL_FACTOR = 3  # contract §3.3: pollIntervalMs lengthens 10 000 -> 30 000 while awaiting approval
 INPUT_KEY_PREFIX = "watermark-approval-"
 MIN_RETRY_AFTER_MS = 1000
@@ -121,10 +112,9 @@ class TaskRegistry:
     """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
 
     def __init__(
-        self, data_dir: str, config: dict, clock: Callable[[], float] = time.time, driver: Driver | None = None
+        self, config: Config, clock: Callable[[], float] = time.time, driver: Driver | None = None
     ) -> None:
-        # Only the registry's own keys: the service may hand over its whole configuration.
-        self._config = {key: config.get(key, default) for key, default in DEFAULTS.items()}
+        self._config = config
         self._clock = clock
         self._driver = driver
         # Driver leases (task id -> expiry ms) are liveness, not state: kept in memory only. A task without
@@ -132,8 +122,8 @@ class TaskRegistry:
         # whose start is on its way nor a driver that has not beaten since a registry restart is poked.
         self._leases: dict[str, int] = {}
         self._started_ms = self._now_ms()
-        self._data_dir = data_dir  # assets live under it too: the sweep applies their retention
-        self._store = TaskStore(data_dir)
+        self._data_dir = config.data_dir  # assets live under it too: the sweep applies their retention
+        self._store = TaskStore(config.data_dir)
         self._tasks: dict[str, dict] = {rec["task_id"]: rec for rec in self._store.load_tasks()}
         self._unsaved: dict[str, int] = {}  # task id -> version bumps not yet in the store
         for rec in self._tasks.values():
@@ -166,7 +156,7 @@ class TaskRegistry:
         while True:
             # A pass that filled its batch left more to delete: go on at once, but only after the calls that
             # queued meanwhile have been answered (sleep(0) lets them run first).
-            await asyncio.sleep(0 if backlog else self._config["sweep_interval_s"])
+            await asyncio.sleep(0 if backlog else self._config.sweep_interval_s)
             try:
                 backlog = (await self.sweep())["backlog"]
             except Exception:  # a failed pass must not end housekeeping for the actor's lifetime
@@ -248,7 +238,7 @@ class TaskRegistry:
         if idempotency_key is not None and (existing := self._replayed(principal, arguments, idempotency_key)):
             return {"task": copy.deepcopy(existing), "created": False}
         active = self._active(principal)
-        limit = self._config["max_concurrent_renders"]
+        limit = self._config.max_concurrent_renders
         if len(active) >= limit:
             raise QuotaExceeded(self._retry_after_ms(active, now), len(active), limit)
         rec = {
@@ -265,8 +255,8 @@ class TaskRegistry:
             "source_fps": None,
             "created_at_ms": now,
             "last_updated_at_ms": now,
-            "ttl_ms": self._config["task_ttl_ms"],
-            "poll_interval_ms": self._config["poll_interval_ms"],
+            "ttl_ms": self._config.task_ttl_ms,
+            "poll_interval_ms": self._config.poll_interval_ms,
             "input_key": None,
             "input_seq": 0,
             "input_request": None,
@@ -291,7 +281,7 @@ class TaskRegistry:
         return copy.deepcopy(existing) if existing else None
 
     def _replayed(self, principal: str, arguments: dict, idempotency_key: str) -> dict | None:
-        claimed_after = self._now_ms() - self._config["idempotency_ttl_s"] * 1000
+        claimed_after = self._now_ms() - self._config.idempotency_ttl_s * 1000
         task_id = self._store.find_idempotent(principal, idempotency_key, claimed_after)
         if task_id is None:
             return None
@@ -308,7 +298,7 @@ class TaskRegistry:
             for rec in active
             if rec["status"] == WORKING and 0 < rec["frames_done"] <= rec["frames_total"]
         ]
-        return max(MIN_RETRY_AFTER_MS, int(min(remaining, default=self._config["poll_interval_ms"])))
+        return max(MIN_RETRY_AFTER_MS, int(min(remaining, default=self._config.poll_interval_ms)))
 
     # -- the state machine -------------------------------------------------------------------------------
 
@@ -426,7 +416,7 @@ class TaskRegistry:
             "timeout_result": timeout_result,
             "approval": None,  # a new round: an earlier round's decision no longer answers anything
             "phase": "awaiting_watermark_approval",
-            "poll_interval_ms": self._config["poll_interval_ms"] * APPROVAL_POLL_FACTOR,
+            "poll_interval_ms": self._config.poll_interval_ms * APPROVAL_POLL_FACTOR,
         }
         if message is not None:
             fields["status_message"] = message
@@ -467,7 +457,7 @@ class TaskRegistry:
     async def renew_leases(self, task_ids: list[str]) -> None:
         """A driver's heartbeat: it is working on these tasks; none of them is re-driven for ``driver_lease_s``."""
         self._bind_loop()
-        expires = self._now_ms() + int(self._config["driver_lease_s"] * 1000)
+        expires = self._now_ms() + int(DRIVER_LEASE_S * 1000)
         for task_id in task_ids:
             if task_id in self._tasks:
                 self._leases[task_id] = expires
@@ -513,7 +503,7 @@ class TaskRegistry:
                     **_NO_PENDING_INPUT,
                     approval=approval,
                     phase="rendering",
-                    poll_interval_ms=self._config["poll_interval_ms"],
+                    poll_interval_ms=self._config.poll_interval_ms,
                     status_message="Watermark approved; rendering resumes.",
                 )
             else:
@@ -560,9 +550,9 @@ class TaskRegistry:
         """
         self._bind_loop()
         now = self._now_ms()
-        lease_ms = int(self._config["driver_lease_s"] * 1000)
+        lease_ms = int(DRIVER_LEASE_S * 1000)
         timed_out = 0
-        batch = self._config["sweep_batch"]
+        batch = self._config.sweep_batch
         expired: list[dict] = []
         redriven: list[str] = []
         for task_id in list(self._tasks):
@@ -587,7 +577,7 @@ class TaskRegistry:
                     self._driver.drive(task_id)
         await self._delete(expired)
         assets_deleted = await self._expire_assets(now, batch)
-        dropped = self._store.drop_idempotency(now - self._config["idempotency_ttl_s"] * 1000)
+        dropped = self._store.drop_idempotency(now - self._config.idempotency_ttl_s * 1000)
         return {
             "approvals_timed_out": timed_out,
             "tasks_deleted": len(expired),
@@ -600,7 +590,7 @@ class TaskRegistry:
     def _retained_until(self, rec: dict) -> int:
         """Results are kept ``result_retention_s`` from creation, and never before their artifact expires
         (its download is authorised through the record)."""
-        expires = rec["created_at_ms"] + self._config["result_retention_s"] * 1000
+        expires = rec["created_at_ms"] + self._config.result_retention_s * 1000
         if rec["artifact"] is not None:
             expires = max(expires, rec["artifact"]["expires_at_ms"])
         return expires
@@ -624,7 +614,7 @@ class TaskRegistry:
         assets are first hidden (renamed; a new render's resolve then fails like an unknown id), then checked
         again, and those a render took meanwhile are put back. A create whose assets resolved before they were
         hidden but that commits only after this check ends as ``source_not_found`` when its render starts."""
-        uploaded_before_s = now_ms / 1000 - self._config["asset_retention_s"]
+        uploaded_before_s = now_ms / 1000 - self._config.asset_retention_s
         candidates = await asyncio.to_thread(
             expired_assets, self._data_dir, uploaded_before_s, self._assets_in_use(), batch
         )

@@ -1,29 +1,39 @@
 """The narrow interface between the wire and the engine.
 
 `mcp_protocol` speaks only to this protocol; `serve_app` implements it over Ray (TaskRegistry actor,
-render driver, asset and artifact stores). Records are the TaskRegistry's plain dicts. Keeping Ray out of
-this room lets the wire be tested in-process.
+render driver, asset and artifact stores) in `serve_app/ray_render_service.py`. Records are the TaskRegistry's
+plain dicts. Keeping Ray out of this room lets the wire be tested in-process.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 
-@dataclass(frozen=True)
-class ServiceSettings:
-    """Operator settings the wire needs to state honestly (retention, limits, download base)."""
+class WireSettings(Protocol):
+    """The operator settings the wire states or enforces (`serve_app.config.Config` has them all, with their
+    defaults and environment variables): the durations its texts name, and the bounds on a listen stream."""
 
-    result_retention_s: int = 604_800
-    task_ttl_ms: int = 86_400_000
-    approval_timeout_s: float = 1800.0
-    max_inline_resource_bytes: int = 8 * 1024 * 1024
-    public_base_url: str = "http://127.0.0.1:8000"
+    @property
+    def task_ttl_ms(self) -> int: ...
+
+    @property
+    def result_retention_s(self) -> int: ...
+
+    @property
+    def idempotency_ttl_s(self) -> int: ...
+
+    @property
+    def approval_timeout_s(self) -> float: ...
+
+    @property
+    def max_listen_task_ids(self) -> int: ...
+
+    @property
+    def listen_idle_s(self) -> float: ...
 
 
 class RenderService(Protocol):
-    settings: ServiceSettings
 
     async def create_render(self, principal: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validate the sources, create the task durably and start rendering; return its record.

@@ -17,12 +17,13 @@ MIME_BY_EXT = {"mp4": "video/mp4", "webm": "video/webm", "mov": "video/quicktime
 
 
 def render_success_result(
-    render_id: str, arguments: dict[str, Any], artifact: dict[str, Any], finished_ms: int, expires_ms: int
+    render_id: str, arguments: dict[str, Any], artifact: dict[str, Any], finished_ms: int, retention_s: int
 ) -> dict[str, Any]:
     """The success payload: a `resource_link` to the video, never inline bytes ([3.resource-links])."""
     ext = arguments["output_format"]
     uri = video_uri(render_id, ext)
     watermarked = arguments.get("watermark") is not None
+    expires_ms = finished_ms + retention_s * 1000
     structured = {
         "status": "completed",
         "video_uri": uri,
@@ -44,7 +45,7 @@ def render_success_result(
                 "name": f"final.{ext}",
                 "description": f"Rendered {arguments['resolution']} {ext}"
                 + (" with approved watermark" if watermarked else "")
-                + "; retained 7 days.",
+                + f"; retained {duration_text(retention_s)}.",
                 "mimeType": MIME_BY_EXT[ext],
                 "size": int(artifact["size_bytes"]),
                 "annotations": {"audience": ["user"], "priority": 0.9, "lastModified": iso_ms(finished_ms)},

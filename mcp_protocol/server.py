@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -35,14 +34,14 @@ from mcp_protocol import views
 from mcp_protocol.catalog import (
     CAPABILITIES_TOOL,
     CAPABILITIES_URI,
-    RESOURCE_TEMPLATES,
     capability_summary,
     input_schemas,
+    resource_templates,
     tool_definitions,
 )
 from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
-from mcp_protocol.render_service import RenderService
+from mcp_protocol.render_service import RenderService, WireSettings
 from mcp_protocol.tasks import (
     SUBSCRIPTION_ID_META_KEY,
     StreamNotification,
@@ -137,14 +136,6 @@ def resource_error(error: VidforgeError, uri: str) -> MCPError:
     return mcp_error
 
 
-@dataclass(frozen=True)
-class ListenLimits:
-    """Operator bounds on one `subscriptions/listen` stream (defaults: serve_app's `Config`)."""
-
-    max_task_ids: int  # VIDFORGE_MAX_LISTEN_TASK_IDS
-    idle_s: float  # VIDFORGE_LISTEN_IDLE_S
-
-
 def too_many_task_ids(count: int, limit: int) -> MCPError:
     error = VidforgeError(
         code="too_many_task_ids",
@@ -159,11 +150,11 @@ def too_many_task_ids(count: int, limit: int) -> MCPError:
 class VidforgeServer:
     """Builds the SDK server wired to a `RenderService`."""
 
-    def __init__(self, service: RenderService, listen_limits: ListenLimits) -> None:
+    def __init__(self, service: RenderService, settings: WireSettings) -> None:
         self.service = service
-        self.listen_limits = listen_limits
-        self.tools = ToolCalls(service)
-        self.tasks = TaskMethods(service)
+        self.settings = settings
+        self.tools = ToolCalls(service, settings)
+        self.tasks = TaskMethods(service, settings)
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=server_version(),
@@ -186,7 +177,7 @@ class VidforgeServer:
         return discover_result()
 
     async def _list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
-        return {"resultType": "complete", "tools": tool_definitions(), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+        return {"resultType": "complete", "tools": tool_definitions(self.settings), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
 
     async def _call_tool(self, ctx: Any, params: CallToolRequestParams) -> dict[str, Any]:
         if not self.tools.known(params.name):
@@ -210,14 +201,13 @@ class VidforgeServer:
         }
 
     async def _list_templates(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
-        return {"resultType": "complete", "resourceTemplates": RESOURCE_TEMPLATES, "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+        return {"resultType": "complete", "resourceTemplates": resource_templates(self.settings), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
 
     async def _read_resource(self, ctx: Any, params: ReadResourceRequestParams) -> dict[str, Any]:
         uri = str(params.uri)
         principal = caller_of(ctx).principal
         if uri == CAPABILITIES_URI:
-            settings = self.service.settings
-            summary = capability_summary(settings.task_ttl_ms, settings.approval_timeout_s)
+            summary = capability_summary(self.settings)
             contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(summary, indent=2)}
             return {"resultType": "complete", "contents": [contents], "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
         try:
@@ -258,7 +248,7 @@ class VidforgeServer:
         polling stays authoritative).
         """
         caller = caller_of(ctx)
-        limits = self.listen_limits
+        limits = self.settings
         subscription_id = ctx.request_id
         meta = {SUBSCRIPTION_ID_META_KEY: subscription_id}
         requested = params.notifications.model_dump(by_alias=True, exclude_none=True)
@@ -271,8 +261,8 @@ class VidforgeServer:
                 raise missing_tasks_capability()
             if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
                 raise MCPError(code=-32602, message="notifications.taskIds must be an array of strings")
-            if len(task_ids) > limits.max_task_ids:
-                raise too_many_task_ids(len(task_ids), limits.max_task_ids)
+            if len(task_ids) > limits.max_listen_task_ids:
+                raise too_many_task_ids(len(task_ids), limits.max_listen_task_ids)
             wanted = list(dict.fromkeys(task_ids))
             visible = await self.service.watch(caller.principal, wanted, {}, LOOKUP_WAIT_S)
             found = {rec["task_id"]: rec for rec in visible}
@@ -288,7 +278,7 @@ class VidforgeServer:
         await send("notifications/subscriptions/acknowledged", {"notifications": honored})
         last_sent = {task_id: (rec["status"], views.status_message(rec, caller)) for task_id, rec in records.items()}
         versions = {task_id: rec["version"] for task_id, rec in records.items()}
-        idle_deadline = anyio.current_time() + limits.idle_s
+        idle_deadline = anyio.current_time() + limits.listen_idle_s
         while records and not all(views.is_terminal(r) for r in records.values()):
             remaining = idle_deadline - anyio.current_time()
             if remaining <= 0:
@@ -302,8 +292,8 @@ class VidforgeServer:
                     last_sent[rec["task_id"]] = (task["status"], task["statusMessage"])
                     task.pop("resultType")
                     await send("notifications/tasks", task)
-                    idle_deadline = anyio.current_time() + limits.idle_s
+                    idle_deadline = anyio.current_time() + limits.listen_idle_s
         if not records and list_changes:
             # Only never-firing list-change opt-ins: hold the stream, but not forever.
-            await anyio.sleep(limits.idle_s)
+            await anyio.sleep(limits.listen_idle_s)
         return {"resultType": "complete", "_meta": meta}

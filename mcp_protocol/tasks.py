@@ -19,8 +19,8 @@ from mcp_protocol import views
 from mcp_protocol.catalog import STATUS_TOOL, video_uri
 from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
 from mcp_protocol.identity import TASKS_EXTENSION
-from mcp_protocol.render_service import RenderService
-from mcp_protocol.timefmt import iso_ms
+from mcp_protocol.render_service import RenderService, WireSettings
+from mcp_protocol.timefmt import duration_text, iso_ms
 from mcp_protocol.views import Caller
 
 HEADER_MISMATCH = -32020
@@ -78,13 +78,15 @@ def task_not_found() -> MCPError:
     return MCPError(code=-32602, message="Failed to retrieve task: Task not found")
 
 
-def task_expired(rec: dict[str, Any]) -> MCPError:
-    """Contract §3.6: after `ttlMs`, -32602 with the envelope routing to the 7-day status surface."""
+def task_expired(rec: dict[str, Any], retention_s: int) -> MCPError:
+    """Contract §3.6: after `ttlMs`, -32602 with the envelope routing to the status surface, which lasts the
+    result retention."""
     render_id = rec["task_id"]
     ext = rec["arguments"].get("output_format", "mp4")
     error = VidforgeError(
         code="task_expired",
-        message="Task state was deleted after its TTL; render results remain reachable for 7 days.",
+        message="Task state was deleted after its TTL; render results remain reachable for "
+        f"{duration_text(retention_s)}.",
         field="taskId",
         value=render_id,  # server-minted, known-safe per [6.offending-value]
         reason=f"ttlMs elapsed at {iso_ms(rec['created_at_ms'] + rec['ttl_ms'])}.",
@@ -118,8 +120,9 @@ def approval_answer(response: Any) -> tuple[bool, str | None] | None:
 
 
 class TaskMethods:
-    def __init__(self, service: RenderService) -> None:
+    def __init__(self, service: RenderService, settings: WireSettings) -> None:
         self._service = service
+        self._settings = settings
 
     async def _record(self, caller: Caller, headers: Any, task_id: str) -> dict[str, Any]:
         check_mcp_name(headers, task_id)
@@ -129,7 +132,7 @@ class TaskMethods:
         if rec is None:
             raise task_not_found()
         if time.time() * 1000 > rec["created_at_ms"] + rec["ttl_ms"]:
-            raise task_expired(rec)
+            raise task_expired(rec, self._settings.result_retention_s)
         return rec
 
     async def get(self, caller: Caller, headers: Any, params: TaskParams) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from mcp_protocol.catalog import (
 )
 from mcp_protocol.errors import INTERNAL_ERROR, VidforgeError, repair, tool_error_result
 from mcp_protocol.results import render_failed_error, rerender_repair
-from mcp_protocol.render_service import RenderService
+from mcp_protocol.render_service import RenderService, WireSettings
+from mcp_protocol.timefmt import duration_adjective, duration_text
 from mcp_protocol.views import Caller
 
 logger = logging.getLogger(__name__)
@@ -37,12 +38,13 @@ def _ok(structured: dict[str, Any], text: str | None = None) -> dict[str, Any]:
     }
 
 
-def render_not_found(render_id: str) -> VidforgeError:
+def render_not_found(render_id: str, retention_s: int) -> VidforgeError:
     return VidforgeError(
         code="render_not_found",
         message="No render with this render_id is visible to this credential.",
         field="render_id",
-        reason="Unknown render_id, another credential's render, or past its 7-day retention.",
+        reason=f"Unknown render_id, another credential's render, or past its {duration_adjective(retention_s)} "
+        "retention.",
         repair=repair(
             "start_new_render",
             RENDER_TOOL,
@@ -84,8 +86,9 @@ def unknown_tool(name: str) -> VidforgeError:
 class ToolCalls:
     """Dispatches a validated `tools/call` to the service and shapes the result."""
 
-    def __init__(self, service: RenderService) -> None:
+    def __init__(self, service: RenderService, settings: WireSettings) -> None:
         self._service = service
+        self._settings = settings
         self._handlers = {
             RENDER_TOOL: self._render,
             STATUS_TOOL: self._status,
@@ -120,8 +123,8 @@ class ToolCalls:
             )
 
     def _expires_ms(self, rec: dict[str, Any]) -> int:
-        """The render handle lives 7 days from creation; a finished video 7 days from completion."""
-        handle = rec["created_at_ms"] + self._service.settings.result_retention_s * 1000
+        """The render handle lives the retention from creation; a finished video the retention from completion."""
+        handle = rec["created_at_ms"] + self._settings.result_retention_s * 1000
         return max(handle, (rec.get("artifact") or {}).get("expires_at_ms", 0))
 
     async def _render(self, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +141,8 @@ class ToolCalls:
                 code="render_cancelled",
                 message="The render this idempotency_key names was cancelled.",
                 field="idempotency_key",
-                reason="A cancelled render is final; its key keeps naming it for 24 hours.",
+                reason="A cancelled render is final; its key keeps naming it for "
+                f"{duration_text(self._settings.idempotency_ttl_s)}.",
                 repair=rerender_repair(
                     args,
                     "rerender_with_new_key",
@@ -150,7 +154,7 @@ class ToolCalls:
     async def _get(self, caller: Caller, render_id: str) -> dict[str, Any]:
         rec = await self._service.get_render(caller.principal, render_id)
         if rec is None:
-            raise render_not_found(render_id)
+            raise render_not_found(render_id, self._settings.result_retention_s)
         return rec
 
     async def _status(self, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +166,7 @@ class ToolCalls:
         answer = await self._service.answer_approval(caller.principal, render_id, approved, args.get("note"))
         outcome, rec = answer["outcome"], answer["task"]
         if outcome == "not_found" or rec is None:
-            raise render_not_found(render_id)
+            raise render_not_found(render_id, self._settings.result_retention_s)
         status_fix = repair("check_render_status", STATUS_TOOL, {"render_id": render_id})
         if outcome == "conflict":
             recorded = (rec.get("approval") or {}).get("approved")
@@ -194,7 +198,7 @@ class ToolCalls:
         render_id = args["render_id"]
         rec = await self._service.cancel_render(caller.principal, render_id)
         if rec is None:
-            raise render_not_found(render_id)
+            raise render_not_found(render_id, self._settings.result_retention_s)
         state = views.fallback_state(rec) if views.is_terminal(rec) else "cancelling"
         structured = {
             "acknowledged": True,
@@ -205,5 +209,4 @@ class ToolCalls:
         return _ok(structured)
 
     async def _capabilities(self, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-        settings = self._service.settings
-        return _ok(capability_summary(settings.task_ttl_ms, settings.approval_timeout_s))
+        return _ok(capability_summary(self._settings))

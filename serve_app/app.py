@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from mcp_protocol.http import McpEndpoint
-from mcp_protocol.server import ListenLimits, VidforgeServer
+from mcp_protocol.server import VidforgeServer
 from serve_app.admission import Admission, AdmissionGuard
 from serve_app.auth import authentication
 from serve_app.config import Config
@@ -33,7 +33,7 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 def build_app(service, config: Config, tokens: dict[str, str] | None, admission: Admission) -> Starlette:
-    mcp = VidforgeServer(service, ListenLimits(config.max_listen_task_ids, config.listen_idle_s))
+    mcp = VidforgeServer(service, config)
     manager = StreamableHTTPSessionManager(app=mcp.server, json_response=True, stateless=True)
 
     @contextlib.asynccontextmanager

@@ -7,4 +7,4 @@ from serve_app.config import Config
 
 
 def registry_handle(config: Config):
-    return get_or_create_registry(config.data_dir, config.registry_config(), namespace=config.namespace)
+    return get_or_create_registry(config)

@@ -15,7 +15,7 @@ from actors.task_registry import TERMINAL, IdempotencyConflict
 from mcp_protocol.catalog import RENDER_TOOL, STATUS_TOOL
 from mcp_protocol.errors import VidforgeError, repair
 from mcp_protocol.results import watermark_rejected_result
-from mcp_protocol.render_service import ServiceSettings
+from mcp_protocol.timefmt import duration_adjective
 from mcp_protocol.tools import idempotency_conflict
 from serve_app.artifacts import preview_path
 from render_kernels.probe import OverLimit
@@ -29,13 +29,6 @@ from serve_app.supervisor import supervisor_handle
 class RayRenderService:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.settings = ServiceSettings(
-            result_retention_s=config.result_retention_s,
-            task_ttl_ms=config.task_ttl_ms,
-            approval_timeout_s=config.approval_timeout_s,
-            max_inline_resource_bytes=config.max_inline_resource_bytes,
-            public_base_url=config.public_base_url,
-        )
         self.assets = AssetStore(config)
         self.registry = registry_handle(config)
         self.supervisor = supervisor_handle(config)
@@ -129,19 +122,20 @@ class RayRenderService:
             code="resource_not_found",
             message="No finished video for this render is visible to this credential.",
             field="uri",
-            reason="The render is unknown, not finished, another credential's, or past its 7-day retention.",
+            reason="The render is unknown, not finished, another credential's, or past its "
+            f"{duration_adjective(self.config.result_retention_s)} retention.",
             repair=repair("check_render_status", STATUS_TOOL, {"render_id": render_id}),
         )
 
     async def read_video(self, principal: str, render_id: str, ext: str) -> tuple[dict[str, Any], bytes | None]:
         artifact = await self.artifact(principal, render_id, ext)
-        if artifact["size_bytes"] > self.settings.max_inline_resource_bytes:
-            url = f"{self.settings.public_base_url}/artifacts/{render_id}/final.{ext}"
+        if artifact["size_bytes"] > self.config.max_inline_resource_bytes:
+            url = f"{self.config.public_base_url}/artifacts/{render_id}/final.{ext}"
             raise VidforgeError(
                 code="resource_too_large",
                 message="The video is too large to inline in resources/read.",
                 field="uri",
-                reason=f"{artifact['size_bytes']} bytes exceeds the {self.settings.max_inline_resource_bytes}-byte "
+                reason=f"{artifact['size_bytes']} bytes exceeds the {self.config.max_inline_resource_bytes}-byte "
                 "inline limit (VIDFORGE_MAX_INLINE_RESOURCE_BYTES).",
                 repair=repair(
                     "download_over_http",

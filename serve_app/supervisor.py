@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 WATCH_S = 10.0
-HEARTBEAT_S = 3.0  # lease renewal; well inside the registry's driver_lease_s (15 s by default)
+HEARTBEAT_S = 3.0  # lease renewal; well inside the registry's DRIVER_LEASE_S (15 s)
 
 
 class RegistryHooks:
@@ -238,7 +238,7 @@ class RenderSupervisor:
         """Publish the finished render (artifact and result in one registry commit), or delete its files when
         the registry discards it (a cancel was requested, or the task ended meanwhile)."""
         now_ms = int(time.time() * 1000)
-        expires_ms = now_ms + self.config.result_retention_s * 1000  # the video is kept 7 days from completion
+        expires_ms = now_ms + self.config.result_retention_s * 1000  # the video is kept the retention from completion
         ext = args["output_format"]
         artifact = {
             "path": stats.path,
@@ -249,7 +249,7 @@ class RenderSupervisor:
             "duration_s": stats.duration_s,
             "expires_at_ms": expires_ms,
         }
-        result = render_success_result(task_id, args, artifact, now_ms, expires_ms)
+        result = render_success_result(task_id, args, artifact, now_ms, self.config.result_retention_s)
         finished = await self.registry.finish.remote(
             task_id, "completed", result=result, message="Render complete.", artifact=artifact
         )

@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_protocol.catalog import capability_summary
+from serve_app.config import Config
 from tests.harness import PROTOCOL, TASKS_EXT, validate
 
-CATALOG_CODES = {entry["code"] for entry in capability_summary()["error_catalog"]}
+CATALOG_CODES = {entry["code"] for entry in capability_summary(Config())["error_catalog"]}
 MCP_METHODS = [
     "server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
     "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list",

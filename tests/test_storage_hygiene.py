@@ -139,7 +139,7 @@ def _seed_registry(data_dir, old: int) -> tuple[list[str], str]:
     async def seed() -> tuple[list[str], str]:
         now = time.time()
         clock = {"now": now - 30 * DAY_S}
-        registry = TaskRegistry(str(data_dir), {"sweep_interval_s": 3600}, lambda: clock["now"])
+        registry = TaskRegistry(Config(data_dir=str(data_dir), sweep_interval_s=3600), lambda: clock["now"])
         arguments = {"source_asset_uri": "vidforge://assets/a_" + "0" * 24, **RENDER}
 
         async def completed() -> str:
@@ -149,7 +149,7 @@ def _seed_registry(data_dir, old: int) -> tuple[list[str], str]:
             video.write_bytes(b"\x00" * 64)
             finished_ms = int(clock["now"] * 1000)
             artifact = {"size_bytes": 64, "duration_s": 1.0}
-            result = render_success_result(task_id, arguments, artifact, finished_ms, finished_ms + 1000)
+            result = render_success_result(task_id, arguments, artifact, finished_ms, 1)
             await registry.finish(
                 task_id, "completed", result=result,
                 artifact={"path": str(video), "files": [str(video)], "ext": "mp4", "mime": "video/mp4",
@@ -224,7 +224,7 @@ def test_a_sweep_pass_deletes_at_most_one_batch_and_the_registry_answers_during_
     old_ids, recent_id = _seed_registry(data_dir, 25)
 
     async def scenario() -> list[int]:
-        registry = TaskRegistry(str(data_dir), {"sweep_interval_s": 3600, "sweep_batch": 10})
+        registry = TaskRegistry(Config(data_dir=str(data_dir), sweep_interval_s=3600, sweep_batch=10))
         deleted = []
         while True:
             sweeping = asyncio.create_task(registry.sweep())

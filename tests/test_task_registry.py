@@ -13,12 +13,17 @@ import pytest
 
 from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry, TaskStore
 from actors.task_registry import MAX_UNSAVED_BUMPS, IdempotencyConflict
+from serve_app.config import Config
 
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
 HOUR_S = 3600
 DAY_S = 24 * HOUR_S
 # Long enough that the background sweep never runs on its own; tests call sweep() themselves.
 QUIET = {"sweep_interval_s": 3600}
+
+
+def settings(tmp_path, **config) -> Config:
+    return Config(data_dir=str(tmp_path), **{**QUIET, **config})
 
 TIMEOUT_RESULT = {"isError": True, "structuredContent": {"code": "watermark_approval_timeout"}}
 REJECTED_RESULT = {"isError": True, "structuredContent": {"code": "watermark_rejected"}}
@@ -51,7 +56,7 @@ class FakeClock:
 
 
 def make(tmp_path, clock=None, **config):
-    return TaskRegistry(str(tmp_path), {**QUIET, **config}, clock or FakeClock())
+    return TaskRegistry(settings(tmp_path, **config), clock or FakeClock())
 
 
 def run(coro):
@@ -591,7 +596,7 @@ class RecordingDriver:
 def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
     async def scenario():
         clock, driver = FakeClock(), RecordingDriver()
-        reg = TaskRegistry(str(tmp_path), {**QUIET, "driver_lease_s": 15}, clock, driver)
+        reg = TaskRegistry(settings(tmp_path), clock, driver)
         unstarted = (await new_task(reg))["task_id"]  # its supervisor start never ran
         driven = (await new_task(reg))["task_id"]
         waiting = (await task_in(reg, "input_required"))["task_id"]
@@ -612,7 +617,7 @@ def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
         assert set((await reg.sweep())["redriven"]) == {driven, waiting}
 
         # A restarted registry holds no leases: it waits one term from its own start before asking.
-        again = TaskRegistry(str(tmp_path), {**QUIET, "driver_lease_s": 15}, clock, driver)
+        again = TaskRegistry(settings(tmp_path), clock, driver)
         assert (await again.sweep())["redriven"] == []
         clock.advance(15)
         assert set((await again.sweep())["redriven"]) == {driven, waiting}
@@ -797,7 +802,7 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
     ray.init(num_cpus=1, include_dashboard=False, namespace=namespace)
     handle = None
     try:
-        handle = get_or_create_registry(str(tmp_path), {"max_concurrent_renders": 1}, namespace=namespace)
+        handle = get_or_create_registry(Config(data_dir=str(tmp_path), max_concurrent_renders=1, namespace=namespace))
         task = ray.get(handle.create.remote("alice", {"a": 1}), timeout=120)["task"]
         with pytest.raises(QuotaExceeded) as excinfo:  # errors keep their type and fields across Ray
             ray.get(handle.create.remote("alice", {"a": 2}), timeout=60)
@@ -816,7 +821,7 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
         recovered = ray.get(handle.get.remote("alice", task["task_id"]), timeout=60)
         assert recovered == {**task, "version": task["version"] + MAX_UNSAVED_BUMPS}  # see the restart test
 
-        again = get_or_create_registry(str(tmp_path), {}, namespace=namespace)
+        again = get_or_create_registry(Config(data_dir=str(tmp_path), namespace=namespace))
         assert again._actor_id == handle._actor_id
     finally:
         if handle is not None:

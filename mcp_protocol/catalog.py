@@ -14,11 +14,13 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_protocol.identity import fingerprint, server_version
-from mcp_protocol.render_service import WireSettings
 from mcp_protocol.timefmt import duration_adjective, duration_short, duration_text
+
+if TYPE_CHECKING:
+    from mcp_protocol.render_service import WireSettings
 
 _CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 

@@ -2,12 +2,15 @@
 
 `mcp_protocol` speaks only to this protocol; `serve_app` implements it over Ray (TaskRegistry actor,
 render driver, asset and artifact stores) in `serve_app/ray_render_service.py`. Records are the TaskRegistry's
-plain dicts. Keeping Ray out of this room lets the wire be tested in-process.
+`TaskRecord`s. Keeping Ray out of this room lets the wire be tested in-process (tests/fast/ serves it from an
+in-memory implementation).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
+
+from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
 
 
 class WireSettings(Protocol):
@@ -34,33 +37,38 @@ class WireSettings(Protocol):
 
 
 class RenderService(Protocol):
-
-    async def create_render(self, principal: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def create_render(self, principal: str, request: RenderRequest) -> TaskRecord:
         """Validate the sources, create the task durably and start rendering; return its record.
 
-        Raises `VidforgeError` (source_not_found, unsupported_codec, render_quota_exceeded, render_failed).
-        A replayed `idempotency_key` returns the existing record.
+        Raises `VidforgeError` (source_not_found, unsupported_codec, media_limit_exceeded, render_quota_exceeded,
+        idempotency_conflict). A replayed `idempotency_key` returns the existing record.
         """
+        ...
 
-    async def get_render(self, principal: str, render_id: str) -> dict[str, Any] | None:
+    async def get_render(self, principal: str, render_id: str) -> TaskRecord | None:
         """The record, or None when unknown or another principal's (answered identically)."""
+        ...
 
     async def answer_approval(
         self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None
-    ) -> dict[str, Any]:
-        """Record a watermark decision: `{"outcome": recorded|replayed|conflict|not_pending|ignored|not_found,
-        "task": record|None}`."""
+    ) -> ApprovalAnswer:
+        """Record a watermark decision (for the outstanding round `key`, when given)."""
+        ...
 
-    async def cancel_render(self, principal: str, render_id: str) -> dict[str, Any] | None:
+    async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
         """Ask the render to stop (cooperative); None when unknown or foreign."""
+        ...
 
     async def watch(
         self, principal: str, render_ids: list[str], versions: dict[str, int], timeout_s: float
-    ) -> list[dict[str, Any]]:
+    ) -> list[TaskRecord]:
         """Long-poll: records among `render_ids` whose version moved past `versions`."""
+        ...
 
-    async def read_video(self, principal: str, render_id: str, ext: str) -> tuple[dict[str, Any], bytes | None]:
-        """The artifact record and its bytes (None when over the inline limit); raises VidforgeError."""
+    async def read_video(self, principal: str, render_id: str, ext: str) -> tuple[Artifact, bytes]:
+        """The finished video and its bytes; raises VidforgeError (resource_not_found, resource_too_large)."""
+        ...
 
     async def read_preview(self, principal: str, render_id: str) -> bytes:
         """The watermark preview PNG; raises VidforgeError when there is none for this principal."""
+        ...

@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator
 
 import anyio
 
-from mcp_protocol.errors import VidforgeError, repair
+from mcp_protocol.errors import no_asset_at, source_not_found
 from serve_app.config import Config
 from serve_app.media_limits import media_limits
 from serve_app.media_probe import ParseBounds, inspect_media, parse_isolated
@@ -66,23 +66,6 @@ class AssetQuotaExceeded(Exception):
             f"the principal's assets hold {self.used} bytes; the limit is {self.limit} "
             "(VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL)"
         )
-
-
-def source_not_found(field: str, uri: str) -> VidforgeError:
-    return VidforgeError(
-        code="source_not_found",
-        message="The asset URI resolves to no asset this credential can read.",
-        field=field,
-        reason=f"No asset at {uri!r} for this credential (unknown id, another credential's asset, or not a "
-        "vidforge://assets/<id> URI).",
-        repair=repair(
-            "upload_asset",
-            None,
-            {},
-            "Upload the file with POST /assets (or `vidforge assets add PATH`) and pass the returned "
-            "vidforge://assets/<id> URI.",
-        ),
-    )
 
 
 class AssetStore:
@@ -169,14 +152,14 @@ class AssetStore:
     def resolve(self, uri: str, principal: str, field: str) -> Asset:
         match = ASSET_URI.match(uri) if isinstance(uri, str) else None
         if match is None:
-            raise source_not_found(field, uri)
+            raise source_not_found(field, no_asset_at(uri))
         meta_path = self.root / match["id"] / "meta.json"
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            raise source_not_found(field, uri) from None
+            raise source_not_found(field, no_asset_at(uri)) from None
         if meta.get("principal") != principal:
-            raise source_not_found(field, uri)
+            raise source_not_found(field, no_asset_at(uri))
         return Asset(**{k: meta[k] for k in Asset.__dataclass_fields__ if k in meta})
 
 

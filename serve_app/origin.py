@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_protocol import errors
 from mcp_protocol.errors import VidforgeError
-from serve_app.auth import INVALID_REQUEST
 from serve_app.config import LOOPBACK_HOSTS, Config
 from serve_app.refusals import refusal
 
@@ -93,16 +93,6 @@ class OriginPolicy:
         return self.hosts is None or _host_name(host) in self.hosts
 
 
-def _refused(header: str, reason: str) -> VidforgeError:
-    return VidforgeError(
-        code="origin_not_allowed" if header == "Origin" else "host_not_allowed",
-        message=f"Forbidden: this server does not answer requests with this {header} header.",
-        field=header,
-        reason=reason,
-        jsonrpc_code=INVALID_REQUEST,
-    )
-
-
 class OriginGuard:
     """ASGI middleware: 403 for a foreign `Origin` or `Host` on any HTTP route, before anything else runs."""
 
@@ -121,15 +111,7 @@ class OriginGuard:
     def check(self, headers: Headers) -> VidforgeError | None:
         origin, host = headers.get("origin"), headers.get("host")
         if origin is not None and not self.policy.origin_allowed(origin):
-            return _refused(
-                "Origin",
-                "Browser pages from other origins may not call this server (cross-site request and DNS-rebinding "
-                "protection). The operator can allow an origin with VIDFORGE_ALLOWED_ORIGINS.",
-            )
+            return errors.origin_not_allowed()
         if host is not None and not self.policy.host_allowed(host):
-            return _refused(
-                "Host",
-                "The Host header names a server other than this one (DNS-rebinding protection). The operator can "
-                "allow a host name with VIDFORGE_ALLOWED_HOSTS or VIDFORGE_PUBLIC_URL.",
-            )
+            return errors.host_not_allowed()
         return None

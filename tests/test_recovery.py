@@ -51,11 +51,13 @@ def create_behind_the_service(server: ServerProcess, principal: str, arguments: 
     create whose supervisor start never ran leaves behind (a client gone mid-call, a replica crash)."""
     address = re.search(r"Ray cluster at (\S+)", server.log_path.read_text()).group(1)
     script = (
-        "import json, sys, ray\n"
+        "import sys, ray\n"
         "from actors.handle import REGISTRY_NAME\n"
+        "from mcp_protocol.domain import RenderRequest\n"
         "ray.init(address=sys.argv[1], namespace='vidforge', log_to_driver=False)\n"
         "registry = ray.get_actor(REGISTRY_NAME)\n"
-        "print(ray.get(registry.create.remote(sys.argv[2], json.loads(sys.argv[3])))['task']['task_id'])\n"
+        "request = RenderRequest.model_validate_json(sys.argv[3])\n"
+        "print(ray.get(registry.create.remote(sys.argv[2], request)).task.task_id)\n"
     )
     # A local `ray.init` turns token auth on by default (the token in ~/.ray); a driver joining it must too.
     env = {**server.env, "RAY_AUTH_MODE": server.env.get("RAY_AUTH_MODE", "token")}

@@ -2,6 +2,7 @@
 way to the render supervisor."""
 
 import logging
+from typing import Any
 
 import ray
 
@@ -21,7 +22,7 @@ class NamedSupervisor:
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self._handle = None  # looked up on first use, in the registry's process; a handle outlives restarts
+        self._handle: Any = None  # looked up on first use, in the registry's process; a handle outlives restarts
 
     def drive(self, task_id: str) -> None:
         if self._handle is None:

@@ -19,6 +19,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -100,6 +101,18 @@ class Driver(Protocol):
     def drive(self, task_id: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class SweepReport:
+    """What one housekeeping pass did (see ``TaskRegistry.sweep``)."""
+
+    approvals_timed_out: int
+    tasks_deleted: int
+    assets_deleted: int
+    idempotency_keys_dropped: int
+    redriven: list[str]
+    backlog: bool  # a batch was full: more is left to delete
+
+
 class Created(NamedTuple):
     task: TaskRecord
     created: bool  # False: an idempotent replay answered with the task the key already names
@@ -160,7 +173,7 @@ class TaskRegistry:
             # queued meanwhile have been answered (sleep(0) lets them run first).
             await asyncio.sleep(0 if backlog else self._config.sweep_interval_s)
             try:
-                backlog = (await self.sweep())["backlog"]
+                backlog = (await self.sweep()).backlog
             except Exception:  # a failed pass must not end housekeeping for the actor's lifetime
                 backlog = False
                 log.exception("task registry sweep failed; retrying next interval")
@@ -281,7 +294,7 @@ class TaskRegistry:
 
     # -- the state machine -------------------------------------------------------------------------------
 
-    async def transition(self, task_id: str, status: TaskStatus, **fields: object) -> TaskRecord:
+    async def transition(self, task_id: str, status: TaskStatus, /, **fields: object) -> TaskRecord:
         """ext-tasks: working <-> input_required -> completed | cancelled; terminal states never change.
 
         The single place the state machine is enforced: every mutation goes through here. Entering a terminal
@@ -307,7 +320,9 @@ class TaskRegistry:
         new = new.model_copy(update={"version": current.version + 1, "last_updated_at_ms": self._now_ms()})
         return await self._commit(new, durable=not changed <= VOLATILE)
 
-    async def _update(self, task_id: str, status: TaskStatus | None = None, **fields: object) -> TaskRecord | None:
+    async def _update(
+        self, task_id: str, status: TaskStatus | None = None, /, **fields: object
+    ) -> TaskRecord | None:
         """Render-driver writes that lose a race with a terminal transition return None instead of raising."""
         current = self._require(task_id)
         if current.status.terminal:
@@ -482,8 +497,8 @@ class TaskRegistry:
 
     # -- housekeeping ------------------------------------------------------------------------------------
 
-    async def sweep(self) -> dict[str, object]:
-        """One housekeeping pass; returns what it did.
+    async def sweep(self) -> SweepReport:
+        """One housekeeping pass.
 
         1. Approvals past their deadline complete as an approval timeout (contract:
            ``watermark_approval_timeout``; ext-tasks lets the server bound the wait).
@@ -530,14 +545,14 @@ class TaskRegistry:
         await self._delete(expired)
         assets_deleted = await self._expire_assets(now, batch)
         dropped = self._store.drop_idempotency(now - self._config.idempotency_ttl_s * 1000)
-        return {
-            "approvals_timed_out": timed_out,
-            "tasks_deleted": len(expired),
-            "assets_deleted": assets_deleted,
-            "idempotency_keys_dropped": dropped,
-            "redriven": redriven,
-            "backlog": batch in (len(expired), assets_deleted),
-        }
+        return SweepReport(
+            approvals_timed_out=timed_out,
+            tasks_deleted=len(expired),
+            assets_deleted=assets_deleted,
+            idempotency_keys_dropped=dropped,
+            redriven=redriven,
+            backlog=batch in (len(expired), assets_deleted),
+        )
 
     async def _delete(self, recs: list[TaskRecord]) -> None:
         """Delete terminal tasks past their retention (``TaskRecord.expires_ms``: results are kept

@@ -14,9 +14,10 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from mcp_protocol.identity import fingerprint, server_version
+from mcp_protocol.json_types import JSONObject, JSONValue
 from mcp_protocol.timefmt import duration_adjective, duration_short, duration_text
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def durations(settings: WireSettings) -> dict[str, str]:
     }
 
 
-def _filled(node: Any, values: dict[str, str]) -> Any:
+def _filled(node: JSONValue, values: dict[str, str]) -> JSONValue:
     """`node` with every `${name}` in its strings replaced by `values[name]` (a copy; unknown names raise)."""
     if isinstance(node, str):
         return _PLACEHOLDER.sub(lambda match: values[match[1]], node)
@@ -60,7 +61,7 @@ def _filled(node: Any, values: dict[str, str]) -> Any:
     return node
 
 
-def resource_templates(settings: WireSettings) -> list[dict[str, Any]]:
+def resource_templates(settings: WireSettings) -> list[JSONObject]:
     return [
         {
             "uriTemplate": VIDEO_URI_TEMPLATE,
@@ -83,27 +84,33 @@ def resource_templates(settings: WireSettings) -> list[dict[str, Any]]:
 
 
 @functools.cache
-def _load(name: str) -> Any:
-    return json.loads((_CATALOG_DIR / name).read_text(encoding="utf-8"))
+def _load(name: str) -> JSONValue:
+    loaded: JSONValue = json.loads((_CATALOG_DIR / name).read_text(encoding="utf-8"))
+    return loaded
 
 
-def tool_definitions(settings: WireSettings) -> list[dict[str, Any]]:
+def _tools() -> list[JSONObject]:
+    return cast(list[JSONObject], _load("tools.json"))  # a list of tool objects: the file is ours
+
+
+def tool_definitions(settings: WireSettings) -> list[JSONObject]:
     """All five tools in their fixed order (render, status, approve, cancel, capabilities)."""
-    return _filled(_load("tools.json"), durations(settings))  # type: ignore[no-any-return]
+    return cast(list[JSONObject], _filled(_tools(), durations(settings)))
 
 
 @functools.cache
-def input_schemas() -> dict[str, dict[str, Any]]:
-    return {tool["name"]: tool["inputSchema"] for tool in _load("tools.json")}
+def input_schemas() -> dict[str, JSONObject]:
+    return {str(tool["name"]): cast(JSONObject, tool["inputSchema"]) for tool in _tools()}
 
 
-def capability_summary(settings: WireSettings) -> dict[str, Any]:
+def capability_summary(settings: WireSettings) -> JSONObject:
     """The contract's §1 capability summary with this build's version and fingerprint and the operator's
     durations filled in."""
-    summary: dict[str, Any] = _filled(_load("capabilities.json"), durations(settings))
-    summary["server"]["version"] = server_version()
-    summary["server"]["fingerprint"] = fingerprint()
-    summary["task_semantics"]["task_ttl_ms"] = settings.task_ttl_ms
+    summary = cast(JSONObject, _filled(_load("capabilities.json"), durations(settings)))
+    server = cast(JSONObject, summary["server"])
+    summary["server"] = {**server, "version": server_version(), "fingerprint": fingerprint()}
+    semantics = cast(JSONObject, summary["task_semantics"])
+    summary["task_semantics"] = {**semantics, "task_ttl_ms": settings.task_ttl_ms}
     return summary
 
 

@@ -14,8 +14,8 @@ that the codes, their `temporary` flags and the published `error_catalog` agree,
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -71,13 +71,15 @@ class ErrorCode(StrEnum):
 
 
 # The codes whose request may succeed unchanged later (the server's state, not the request, was the problem).
-TEMPORARY = frozenset({
-    ErrorCode.RENDER_QUOTA_EXCEEDED,
-    ErrorCode.RENDER_FAILED,
-    ErrorCode.STORAGE_FULL,
-    ErrorCode.CONCURRENCY_LIMIT_EXCEEDED,
-    ErrorCode.INTERNAL_ERROR,
-})
+TEMPORARY = frozenset(
+    {
+        ErrorCode.RENDER_QUOTA_EXCEEDED,
+        ErrorCode.RENDER_FAILED,
+        ErrorCode.STORAGE_FULL,
+        ErrorCode.CONCURRENCY_LIMIT_EXCEEDED,
+        ErrorCode.INTERNAL_ERROR,
+    }
+)
 _UNSET: JSONValue = object()  # type: ignore[assignment]  # a sentinel: `details.value` is left out
 DISK_FULL_RETRY_AFTER_MS = 60_000  # a hint, not a limit: about the time for a cleanup or a sweep to free space
 
@@ -86,7 +88,7 @@ def new_request_id() -> str:
     return "req_" + secrets.token_hex(8)
 
 
-@dataclass
+@dataclasses.dataclass
 class VidforgeError(Exception):
     """A contract error. Raise it anywhere below a handler; the handler picks the carrier.
 
@@ -105,7 +107,7 @@ class VidforgeError(Exception):
     text: str | None = None
     jsonrpc_code: int = INVALID_PARAMS
     jsonrpc_message: str | None = None
-    request_id: str = field(default_factory=new_request_id)
+    request_id: str = dataclasses.field(default_factory=new_request_id)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -155,7 +157,9 @@ def tool_error_result(error: VidforgeError) -> JSONObject:
     return {
         "resultType": "complete",
         "isError": True,
-        "content": [{"type": "text", "text": error.text or f"{error.code.value}: {error.message} {error.reason}".strip()}],
+        "content": [
+            {"type": "text", "text": error.text or f"{error.code.value}: {error.message} {error.reason}".strip()}
+        ],
         "structuredContent": error.envelope(),
     }
 
@@ -170,8 +174,9 @@ def jsonrpc_error_data(error: VidforgeError) -> JSONObject:
 
 def as_mcp_error(error: VidforgeError) -> MCPError:
     """Raise-able JSON-RPC form; the SDK maps `MCPError` onto the wire (and -32602 onto HTTP 400)."""
-    return MCPError(code=error.jsonrpc_code, message=error.jsonrpc_message or error.message,
-                    data=jsonrpc_error_data(error))
+    return MCPError(
+        code=error.jsonrpc_code, message=error.jsonrpc_message or error.message, data=jsonrpc_error_data(error)
+    )
 
 
 # -- the catalog: one factory per code -----------------------------------------------------------------------
@@ -345,7 +350,8 @@ def idempotency_conflict(render_id: str) -> VidforgeError:
         field="idempotency_key",
         reason=f"The key names render {render_id}; a replay must repeat that call's arguments exactly.",
         repair=_status_repair(
-            render_id, "To start a different render, re-call vidforge_render_video with a new idempotency_key (or none)."
+            render_id,
+            "To start a different render, re-call vidforge_render_video with a new idempotency_key (or none).",
         ),
     )
 
@@ -386,12 +392,14 @@ def storage_full(request: RenderRequest | None) -> VidforgeError:
     """A full disk (ENOSPC, EDQUOT): a state of the server, so temporary, with a retry hint. `request`: the
     render that ran out of space; None for an upload."""
     if request is None:
-        message, fix = "The server has no room for this upload right now.", repair(
-            "retry_after_delay", None, {}, "Upload the file again after retry_after_ms."
+        message, fix = (
+            "The server has no room for this upload right now.",
+            repair("retry_after_delay", None, {}, "Upload the file again after retry_after_ms."),
         )
     else:
-        message, fix = "The server ran out of storage while writing the video.", rerender_repair(
-            request, "retry_after_delay", "Re-call after retry_after_ms: a new render starts."
+        message, fix = (
+            "The server ran out of storage while writing the video.",
+            rerender_repair(request, "retry_after_delay", "Re-call after retry_after_ms: a new render starts."),
         )
     return VidforgeError(
         code=ErrorCode.STORAGE_FULL,
@@ -452,7 +460,9 @@ def task_expired(render_id: str, output_format: str, expired_at_ms: int, retenti
         field="taskId",
         value=render_id,  # server-minted, known-safe per [6.offending-value]
         reason=f"ttlMs elapsed at {iso_ms(expired_at_ms)}.",
-        repair=_status_repair(render_id, f"If the render completed, read {video_uri(render_id, output_format)} directly."),
+        repair=_status_repair(
+            render_id, f"If the render completed, read {video_uri(render_id, output_format)} directly."
+        ),
         jsonrpc_message="Unknown or expired task.",
     )
 

@@ -68,10 +68,11 @@ class RenderProgress:
             return f"{head}, muxing the output file."
         if done == total:
             return f"{head}, encoding done."
-        if self.fps is None:
+        eta_s = self.eta_s
+        if self.fps is None or eta_s is None:
             return f"{head}, encoding; measuring speed."
         speed = f"{self.fps:.1f} fps" + (f" ({self.realtime:.2f}x real time)" if self.realtime else "")
-        return f"{head}, encoding at {speed}, about {eta_text(self.eta_s)} left."
+        return f"{head}, encoding at {speed}, about {eta_text(eta_s)} left."
 
 
 def eta_text(seconds: float) -> str:

@@ -43,8 +43,8 @@ from mcp_protocol.catalog import (
 )
 from mcp_protocol.domain import TaskRecord
 from mcp_protocol.errors import VidforgeError, as_mcp_error
-from mcp_protocol.json_types import JSONObject
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
+from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService, WireSettings
 from mcp_protocol.tasks import (
     SUBSCRIPTION_ID_META_KEY,
@@ -260,7 +260,8 @@ class VidforgeServer:
 
         async def send(method: str, body: JSONObject) -> None:
             await ctx.session.send_notification(
-                StreamNotification(method=method, params={**body, "_meta": meta}),
+                # Its types list no extension notification, but the session sends any method/params model.
+                StreamNotification(method=method, params={**body, "_meta": meta}),  # type: ignore[arg-type]
                 related_request_id=subscription_id,
             )
 

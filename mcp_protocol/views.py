@@ -107,7 +107,10 @@ def approval_input_request(rec: TaskRecord) -> JSONObject:
                         "type": "boolean",
                         "description": "true to continue the render with this watermark; false to reject and end it.",
                     },
-                    "note": {"type": "string", "description": "Optional reason or requested adjustment when rejecting."},
+                    "note": {
+                        "type": "string",
+                        "description": "Optional reason or requested adjustment when rejecting.",
+                    },
                 },
             },
         },

@@ -10,6 +10,7 @@ not do. The object is frozen and crosses to Ray actors as JSON (`to_json`/`from_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -70,7 +71,7 @@ class Config(BaseSettings):
     allowed_hosts: str = ""  # comma-separated Host names beside the server's own
 
     @classmethod
-    def from_env(cls, **overrides: str | int | None) -> Config:
+    def from_env(cls, **overrides: Any) -> Config:
         """The environment's settings, with the CLI flags that were given (None: not given) on top, and the data
         dir made absolute (Ray actors run elsewhere)."""
         config = cls(**{name: value for name, value in overrides.items() if value is not None})

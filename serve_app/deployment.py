@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ray import serve
 from ray.serve.config import BackpressureConfig
+from starlette.applications import Starlette
 
 from serve_app.admission import Admission
 from serve_app.app import build_app
@@ -28,7 +29,7 @@ class McpIngress:
     def __init__(self, config_json: str) -> None:
         self.config = Config.from_json(config_json)
 
-    def __serve_build_asgi_app__(self):
+    def __serve_build_asgi_app__(self) -> Starlette:
         # Built here, inside the replica: the SDK's app holds an AES-GCM key and cannot be pickled.
         tokens = load_tokens(self.config.tokens_file)
         admission = Admission(ledger_handle(self.config.namespace, self.config.lease_ttl_s), self.config.lease_ttl_s)
@@ -37,7 +38,7 @@ class McpIngress:
 
 def deploy(config: Config) -> None:
     serve.start(http_options={"host": config.host, "port": config.port})
-    ingress = McpIngress.options(
+    ingress = McpIngress.options(  # type: ignore[attr-defined]  # @serve.deployment made it a Deployment
         num_replicas=config.replicas,
         # Handlers are async and mostly wait on actors; Serve's default of 5 would queue agents behind polls.
         max_ongoing_requests=config.max_ongoing_requests,

@@ -66,8 +66,9 @@ class OriginPolicy:
     hosts: frozenset[str] | None  # None: Host is not checked (wildcard bind, no VIDFORGE_ALLOWED_HOSTS)
 
     @classmethod
-    def from_config(cls, config: Config) -> "OriginPolicy":
-        origins = {_origin_key(config.public_base_url)} | {_origin_key(o) for o in _split_list(config.allowed_origins)}
+    def from_config(cls, config: Config) -> OriginPolicy:
+        named = [config.public_base_url, *_split_list(config.allowed_origins)]
+        origins = {key for key in map(_origin_key, named) if key is not None}
         hosts = {h.lower() for h in _split_list(config.allowed_hosts)}
         if config.public_url:
             hosts.add(urlsplit(config.public_url).hostname or "")
@@ -78,7 +79,7 @@ class OriginPolicy:
             hosts.add(config.host.lower())
         unchecked = config.host in WILDCARD_BINDS and not config.allowed_hosts.strip()
         return cls(
-            origins=frozenset(origins - {None}),
+            origins=frozenset(origins),
             any_port_hosts=frozenset(LOOPBACK_HOSTS if loopback else ()),
             hosts=None if unchecked else frozenset(hosts - {""}),
         )

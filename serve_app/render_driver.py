@@ -293,8 +293,10 @@ class RenderRun:
     async def _approval_gate(self, preview: asyncio.Future) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""
         png = await self._timed("preview", preview)
-        await asyncio.to_thread(_write_atomically, self.job.preview_path, png)
-        approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
+        path = self.job.preview_path
+        assert path is not None  # a watermark render has one (RenderJob checks)
+        await asyncio.to_thread(_write_atomically, path, png)
+        approved = await self._timed("approval", self.hooks.preview_ready(path))
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
 

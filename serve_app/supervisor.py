@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+
 import ray
 
 from actors.handle import SUPERVISOR_NAME, singleton_actor_options
@@ -72,7 +73,9 @@ class RegistryHooks:
         self.task_id = rec.task_id
         self.principal = rec.principal
         self.config = config
-        self._driving = asyncio.current_task()
+        driving = asyncio.current_task()
+        assert driving is not None, "built inside the task that drives the render"
+        self._driving = driving
         self._stopping = False
 
     def _checkpoint(self, rec: TaskRecord | None) -> None:

@@ -8,6 +8,8 @@ from mcp_protocol import views
 from mcp_protocol.domain import PendingApproval, RenderRequest, TaskRecord, Watermark
 from mcp_protocol.progress import RenderProgress, SpeedMeter, eta_text
 
+pytestmark = pytest.mark.fast
+
 ENCODING = RenderProgress("rendering", 3021, 7200, fps=58.3, source_fps=30.0)
 
 

@@ -11,6 +11,8 @@ from mcp_protocol.catalog import capability_summary, resource_templates, tool_de
 from serve_app.config import Config
 from tests.harness import REPO
 
+pytestmark = pytest.mark.fast
+
 # Every variable the README and the architecture page document, with the field it sets, its default and a value.
 DOCUMENTED = {
     "VIDFORGE_DATA_DIR": ("data_dir", ".vidforge", "/srv/vidforge"),
@@ -107,7 +109,9 @@ def test_with_the_defaults_the_catalog_reads_as_the_contract_prints_it(clean_env
     config = Config()
     render, status = tool_definitions(config)[:2]
     assert "If approval does not arrive within 30 minutes, the render ends" in render["description"]
-    assert "with the same key within 24h return" in render["inputSchema"]["properties"]["idempotency_key"]["description"]
+    assert (
+        "with the same key within 24h return" in render["inputSchema"]["properties"]["idempotency_key"]["description"]
+    )
     assert render["_meta"]["com.vidforge/errors"][3]["description"] == (
         "No approval within 30 minutes; re-call to start a new render."
     )
@@ -137,4 +141,3 @@ def test_the_wire_states_the_configured_durations(clean_env):
     for configured in ("1.5 minutes", "2 days", "2-day retention", "2h ttlMs", "within 10min return"):
         assert configured in text
     assert "${" not in text
-

@@ -227,9 +227,9 @@ def test_a_sweep_pass_deletes_at_most_one_batch_and_the_registry_answers_during_
             assert not sweeping.done()
             assert (await registry.get("alice", recent_id)).status == "completed"  # answered meanwhile
             report = await sweeping
-            deleted.append(report["tasks_deleted"])
-            assert report["backlog"] == (report["tasks_deleted"] == 10)
-            if not report["backlog"]:
+            deleted.append(report.tasks_deleted)
+            assert report.backlog == (report.tasks_deleted == 10)
+            if not report.backlog:
                 return deleted
 
     assert asyncio.run(scenario()) == [10, 10, 5]

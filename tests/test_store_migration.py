@@ -29,10 +29,13 @@ pytestmark = pytest.mark.fast
 
 RETENTION_S = 604_800
 T_MS = 1_785_333_731_000
-ARGUMENTS = {"source_asset_uri": "vidforge://assets/a_" + "1" * 24, "output_format": "webm", "resolution": "1080p",
-             "watermark": {"image_asset_uri": "vidforge://assets/a_" + "2" * 24, "position": "center",
-                           "opacity": 0.5},
-             "idempotency_key": "k"}
+ARGUMENTS = {
+    "source_asset_uri": "vidforge://assets/a_" + "1" * 24,
+    "output_format": "webm",
+    "resolution": "1080p",
+    "watermark": {"image_asset_uri": "vidforge://assets/a_" + "2" * 24, "position": "center", "opacity": 0.5},
+    "idempotency_key": "k",
+}
 REQUEST = RenderRequest.model_validate(ARGUMENTS)
 V0_SCHEMA = """
 CREATE TABLE tasks (task_id TEXT PRIMARY KEY, principal TEXT NOT NULL, status TEXT NOT NULL, idempotency_key TEXT,
@@ -45,13 +48,34 @@ CREATE TABLE idempotency (principal TEXT NOT NULL, key TEXT NOT NULL, task_id TE
 def v0_record(task_id: str, status: str, **fields) -> dict:
     """A record as the layout-0 registry wrote it."""
     return {
-        "task_id": task_id, "principal": "alice", "arguments": ARGUMENTS, "idempotency_key": "k", "status": status,
+        "task_id": task_id,
+        "principal": "alice",
+        "arguments": ARGUMENTS,
+        "idempotency_key": "k",
+        "status": status,
         "phase": "done" if status in ("completed", "cancelled") else "rendering",
-        "status_message": "Render complete.", "frames_done": 90, "frames_total": 90, "fps": None, "source_fps": None,
-        "created_at_ms": T_MS, "last_updated_at_ms": T_MS + 60_000, "ttl_ms": 86_400_000, "poll_interval_ms": 10_000,
-        "input_key": None, "input_seq": 1, "input_request": None, "approval_deadline_ms": None,
-        "timeout_result": None, "approval": None, "cancel_requested": False, "result": None, "error": None,
-        "artifact": None, "version": 7, "attempt": 1, **fields,
+        "status_message": "Render complete.",
+        "frames_done": 90,
+        "frames_total": 90,
+        "fps": None,
+        "source_fps": None,
+        "created_at_ms": T_MS,
+        "last_updated_at_ms": T_MS + 60_000,
+        "ttl_ms": 86_400_000,
+        "poll_interval_ms": 10_000,
+        "input_key": None,
+        "input_seq": 1,
+        "input_request": None,
+        "approval_deadline_ms": None,
+        "timeout_result": None,
+        "approval": None,
+        "cancel_requested": False,
+        "result": None,
+        "error": None,
+        "artifact": None,
+        "version": 7,
+        "attempt": 1,
+        **fields,
     }
 
 
@@ -60,33 +84,72 @@ def stored_error(error: errors.VidforgeError, request_id: str) -> dict:
     return tool_error_result(error)
 
 
-ARTIFACT = {"path": "/data/artifacts/task_ok/final.webm", "files": ["/data/artifacts/task_ok/final.webm"],
-            "ext": "webm", "mime": "video/webm", "size_bytes": 4096, "duration_s": 3.0,
-            "expires_at_ms": T_MS + 60_000 + RETENTION_S * 1000}
+ARTIFACT = {
+    "path": "/data/artifacts/task_ok/final.webm",
+    "files": ["/data/artifacts/task_ok/final.webm"],
+    "ext": "webm",
+    "mime": "video/webm",
+    "size_bytes": 4096,
+    "duration_s": 3.0,
+    "expires_at_ms": T_MS + 60_000 + RETENTION_S * 1000,
+}
 SUCCESS = render_success_result(
-    "task_ok", REQUEST,
-    Artifact(path=ARTIFACT["path"], files=tuple(ARTIFACT["files"]), ext="webm", size_bytes=4096, duration_s=3.0,
-             finished_at_ms=T_MS + 60_000),
+    "task_ok",
+    REQUEST,
+    Artifact(
+        path=ARTIFACT["path"],
+        files=tuple(ARTIFACT["files"]),
+        ext="webm",
+        size_bytes=4096,
+        duration_s=3.0,
+        finished_at_ms=T_MS + 60_000,
+    ),
     RETENTION_S,
 )
 APPROVAL = {"key": "watermark-approval-1", "approved": False, "note": "too big", "at_ms": T_MS + 30_000}
 V0 = [
     v0_record("task_ok", "completed", result=SUCCESS, artifact=ARTIFACT),
-    v0_record("task_rejected", "completed", approval=APPROVAL,
-              result=stored_error(errors.watermark_rejected(REQUEST, "too big"), "req_0000000000000001")),
-    v0_record("task_timeout", "completed",
-              result=stored_error(errors.watermark_approval_timeout(REQUEST, 90), "req_0000000000000002")),
-    v0_record("task_media", "completed", result=stored_error(
-        errors.media_limit_exceeded("source_asset_uri", "too long (VIDFORGE_MAX_SOURCE_DURATION_S)"),
-        "req_0000000000000003")),
-    v0_record("task_fault", "completed",
-              result=stored_error(errors.render_failed(REQUEST, "RuntimeError: boom"), "req_0000000000000004")),
+    v0_record(
+        "task_rejected",
+        "completed",
+        approval=APPROVAL,
+        result=stored_error(errors.watermark_rejected(REQUEST, "too big"), "req_0000000000000001"),
+    ),
+    v0_record(
+        "task_timeout",
+        "completed",
+        result=stored_error(errors.watermark_approval_timeout(REQUEST, 90), "req_0000000000000002"),
+    ),
+    v0_record(
+        "task_media",
+        "completed",
+        result=stored_error(
+            errors.media_limit_exceeded("source_asset_uri", "too long (VIDFORGE_MAX_SOURCE_DURATION_S)"),
+            "req_0000000000000003",
+        ),
+    ),
+    v0_record(
+        "task_fault",
+        "completed",
+        result=stored_error(errors.render_failed(REQUEST, "RuntimeError: boom"), "req_0000000000000004"),
+    ),
     v0_record("task_disk", "completed", result=stored_error(errors.storage_full(REQUEST), "req_0000000000000005")),
     v0_record("task_cancelled", "cancelled", status_message="Render cancelled."),
-    v0_record("task_waiting", "input_required", phase="awaiting_watermark_approval", input_key="watermark-approval-1",
-              input_request={"preview_uri": "vidforge://renders/task_waiting/watermark-preview.png",
-                             "position": "center", "opacity": 0.5, "timeout_s": 1800.0},
-              approval_deadline_ms=T_MS + 1_800_000, timeout_result={"isError": True}, poll_interval_ms=30_000),
+    v0_record(
+        "task_waiting",
+        "input_required",
+        phase="awaiting_watermark_approval",
+        input_key="watermark-approval-1",
+        input_request={
+            "preview_uri": "vidforge://renders/task_waiting/watermark-preview.png",
+            "position": "center",
+            "opacity": 0.5,
+            "timeout_s": 1800.0,
+        },
+        approval_deadline_ms=T_MS + 1_800_000,
+        timeout_result={"isError": True},
+        poll_interval_ms=30_000,
+    ),
     v0_record("task_working", "working", phase="rendering", frames_done=12),
 ]
 
@@ -96,8 +159,10 @@ def migrated(tmp_path) -> dict[str, TaskRecord]:
     with sqlite3.connect(tmp_path / TaskStore.FILENAME) as conn:
         conn.executescript(V0_SCHEMA)
         for rec in V0:
-            conn.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?)", (rec["task_id"], "alice", rec["status"], "k",
-                                                                          rec["created_at_ms"], json.dumps(rec)))
+            conn.execute(
+                "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?)",
+                (rec["task_id"], "alice", rec["status"], "k", rec["created_at_ms"], json.dumps(rec)),
+            )
     store = TaskStore(str(tmp_path))
     records = {rec.task_id: rec for rec in store.load_tasks()}
     store.close()
@@ -113,15 +178,23 @@ def test_every_finished_render_reads_back_as_before(migrated):
 
 
 def test_each_result_becomes_the_outcome_it_describes(migrated):
-    assert migrated["task_ok"].end == Succeeded(artifact=Artifact(
-        path=ARTIFACT["path"], files=tuple(ARTIFACT["files"]), ext="webm", size_bytes=4096, duration_s=3.0,
-        finished_at_ms=T_MS + 60_000))
+    assert migrated["task_ok"].end == Succeeded(
+        artifact=Artifact(
+            path=ARTIFACT["path"],
+            files=tuple(ARTIFACT["files"]),
+            ext="webm",
+            size_bytes=4096,
+            duration_s=3.0,
+            finished_at_ms=T_MS + 60_000,
+        )
+    )
     assert migrated["task_rejected"].end == Rejected(note="too big", request_id="req_0000000000000001")
     assert migrated["task_timeout"].end == ApprovalTimedOut(timeout_s=90, request_id="req_0000000000000002")
     assert isinstance(migrated["task_media"].end, Unsupported)
     assert migrated["task_media"].end.code is ErrorCode.MEDIA_LIMIT_EXCEEDED
-    assert migrated["task_fault"].end == Failed(code=ErrorCode.RENDER_FAILED, reason="RuntimeError: boom",
-                                               request_id="req_0000000000000004")
+    assert migrated["task_fault"].end == Failed(
+        code=ErrorCode.RENDER_FAILED, reason="RuntimeError: boom", request_id="req_0000000000000004"
+    )
     assert isinstance(migrated["task_disk"].end, Failed) and migrated["task_disk"].end.code is ErrorCode.STORAGE_FULL
     assert migrated["task_cancelled"].end == Cancelled()
 

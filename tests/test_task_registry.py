@@ -27,6 +27,8 @@ from mcp_protocol.domain import (
 )
 from serve_app.config import Config
 
+pytestmark = pytest.mark.fast
+
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
 HOUR_S = 3600
 DAY_S = 24 * HOUR_S
@@ -287,9 +289,9 @@ def test_idempotency_key_expires_after_its_ttl(tmp_path):
         fresh = await reg.create("alice", request(idempotency_key="launch"))
         assert fresh.created is True and fresh.task.task_id != first.task.task_id
         # The new claim lives on; only the sweep of a later day drops it.
-        assert (await reg.sweep())["idempotency_keys_dropped"] == 0
+        assert (await reg.sweep()).idempotency_keys_dropped == 0
         clock.advance(DAY_S)
-        assert (await reg.sweep())["idempotency_keys_dropped"] == 1
+        assert (await reg.sweep()).idempotency_keys_dropped == 1
 
     run(scenario())
 
@@ -504,14 +506,14 @@ def test_sweep_times_out_unanswered_approvals(tmp_path):
         task_id = (await new_task(reg)).task_id
         await ask_approval(reg, task_id, timeout_s=1800)
         clock.advance(1799)
-        assert (await reg.sweep())["approvals_timed_out"] == 0
+        assert (await reg.sweep()).approvals_timed_out == 0
         clock.advance(1)
-        assert (await reg.sweep())["approvals_timed_out"] == 1
+        assert (await reg.sweep()).approvals_timed_out == 1
         task = await reg.get_any(task_id)
         assert (task.status, task.phase) == ("completed", "done")
         assert isinstance(task.end, ApprovalTimedOut) and task.end.timeout_s == 1800 and task.pending is None
         assert (await reg.answer_input("alice", task_id, True)).result == "not_pending"
-        assert (await reg.sweep())["approvals_timed_out"] == 0
+        assert (await reg.sweep()).approvals_timed_out == 0
 
     run(scenario())
 
@@ -591,26 +593,26 @@ def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
         driven = (await new_task(reg)).task_id
         waiting = (await task_in(reg, "input_required")).task_id
         ended = (await task_in(reg, "completed")).task_id
-        assert (await reg.sweep())["redriven"] == []  # a fresh task's start may still be on its way
+        assert (await reg.sweep()).redriven == []  # a fresh task's start may still be on its way
         await reg.renew_leases([driven])
         clock.advance(10)
         await reg.renew_leases([driven])
         clock.advance(10)
-        assert (await reg.sweep())["redriven"] == [unstarted, waiting]
+        assert (await reg.sweep()).redriven == [unstarted, waiting]
         assert driver.asked == [unstarted, waiting]
-        assert (await reg.sweep())["redriven"] == []  # the poke holds the lease: asked once per term
+        assert (await reg.sweep()).redriven == []  # the poke holds the lease: asked once per term
         clock.advance(15)
-        assert set((await reg.sweep())["redriven"]) == {unstarted, driven, waiting}  # no beat answered
+        assert set((await reg.sweep()).redriven) == {unstarted, driven, waiting}  # no beat answered
         assert ended not in driver.asked
         await reg.finish(unstarted, Cancelled())
         clock.advance(15)
-        assert set((await reg.sweep())["redriven"]) == {driven, waiting}
+        assert set((await reg.sweep()).redriven) == {driven, waiting}
 
         # A restarted registry holds no leases: it waits one term from its own start before asking.
         again = TaskRegistry(settings(tmp_path), clock, driver)
-        assert (await again.sweep())["redriven"] == []
+        assert (await again.sweep()).redriven == []
         clock.advance(15)
-        assert set((await again.sweep())["redriven"]) == {driven, waiting}
+        assert set((await again.sweep()).redriven) == {driven, waiting}
 
     run(scenario())
 
@@ -652,12 +654,12 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         await reg.finish(task_id, Succeeded(artifact=artifact))
 
         clock.advance(DAY_S + 1)  # past ttl_ms: the record stays for the fallback status tool
-        assert (await reg.sweep())["tasks_deleted"] == 0
+        assert (await reg.sweep()).tasks_deleted == 0
         clock.now = T0 + 7 * DAY_S  # creation + retention, but the artifact has an hour left
-        assert (await reg.sweep())["tasks_deleted"] == 0
+        assert (await reg.sweep()).tasks_deleted == 0
         assert video.exists() and await reg.get("alice", task_id) is not None
         clock.now = expires_at_ms / 1000
-        assert (await reg.sweep())["tasks_deleted"] == 1
+        assert (await reg.sweep()).tasks_deleted == 1
         assert not video.exists() and not preview.exists() and not folder.exists()
         assert await reg.get("alice", task_id) is None
         assert await reg.get("alice", unfinished_id) is not None  # non-terminal tasks are never swept

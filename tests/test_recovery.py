@@ -88,6 +88,7 @@ def test_registry_actor_killed_mid_render(tmp_path, long_clip):
     try:
         wire, task_id = start_long_render(server, long_clip)
         before = wire.task("tasks/get", task_id)["result"]
+        assert before["status"] == "working", before  # the kill below comes mid-render
         kill_actor(server, "TaskRegistry")
         done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
         assert done["status"] == "completed" and done["result"]["isError"] is False
@@ -135,6 +136,8 @@ def test_whole_server_restarted_mid_render(tmp_path, long_clip):
     server = ServerProcess(tmp_path / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
     try:
         wire, task_id = start_long_render(server, long_clip)
+        in_flight = wire.task("tasks/get", task_id)["result"]
+        assert in_flight["status"] == "working", in_flight  # the restart below comes mid-render
         wire.close()
         server.restart()
         recovered = Wire(server.url, tasks=True)  # a second client: it knows nothing but the taskId

@@ -441,3 +441,27 @@ def test_generated_requests_never_get_a_5xx(wire):
     seen = run_fuzz("http://127.0.0.1:8000", "tok-alice", 1000, client=wire.http)
     assert sum(seen.values()) >= 1000
     assert wire.result("server/discover")["supportedVersions"] == [PROTOCOL]  # still answering
+
+
+# -- the contract's eval fixtures -------------------------------------------------------------------------
+
+
+def test_forced_error_per_tool_carries_the_full_envelope(wire):
+    keys = {"code", "message", "details", "temporary", "retry_after_ms", "repair", "request_id", "fingerprint"}
+    forced = {
+        RENDER: render_args(source_asset_uri="vidforge://assets/a_" + "0" * 24),
+        STATUS: {"render_id": "task_missing"},
+        APPROVE: {"render_id": "task_missing", "approved": True},
+        CANCEL: {"render_id": "task_missing"},
+        "vidforge_get_capabilities": {"unexpected": 1},
+    }
+    for name, arguments in forced.items():
+        response = wire.post("tools/call", {"name": name, "arguments": arguments}, name)
+        result = response.json()["result"]
+        assert response.status_code == 200 and result["isError"] is True, name
+        assert set(result["structuredContent"]) == keys and result["content"][0]["type"] == "text", name
+        assert result["structuredContent"]["repair"]["arguments"] is not None, name
+
+
+def test_discovery_stays_under_the_documented_size_budget(wire):
+    assert len(wire.post("tools/list").content) < 24 * 1024  # README: the serialized tools/list

@@ -19,11 +19,14 @@ NVENC_OPTIONS = {"preset": "p4", "tune": "hq", "rc": "vbr", "cq": "23"}
 # Realtime deadline with high cpu-used: several times faster than "good" at a modest size cost.
 VP9_OPTIONS = {"deadline": "realtime", "cpu-used": "8", "crf": "32", "row-mt": "1"}
 ENCODER_OPTIONS = {"libx264": X264_OPTIONS, "h264_nvenc": NVENC_OPTIONS, "libvpx-vp9": VP9_OPTIONS}
-# Frames above this many pixels (4k) are encoded without x264's threaded lookahead: its buffer of frames costs
-# ~100 MB at 4k (a segment worker would pass 1 GiB), the bytes are identical, and the encode is ~15 % slower
-# alone on an idle 2-core machine (less when the segments of a render share the CPUs).
+# x264 frames above this many pixels (4k) are encoded with one thread and without x264's threaded lookahead: at 4k
+# every frame x264 keeps in flight costs ~40 MB, and these two keep a segment worker well under 1 GiB (~200 MB
+# less). The lookahead setting leaves the bytes as they are; one thread changes them a little (a render is
+# still deterministic: the choice follows its output size). A task holds one CPU of the scheduler anyway;
+# alone on an idle machine a 4k segment encodes ~10 % slower.
 LARGE_FRAME_PIXELS = 1920 * 1080 * 2
 LARGE_FRAME_X264_OPTIONS = {"x264-params": "sync-lookahead=0"}
+LARGE_FRAME_THREADS = 1
 
 
 def open_video_encoder(codec: str, width: int, height: int, rate: Fraction) -> av.VideoCodecContext:
@@ -38,13 +41,14 @@ def open_video_encoder(codec: str, width: int, height: int, rate: Fraction) -> a
     encoder.time_base = 1 / rate
     encoder.framerate = rate
     encoder.bit_rate = 0  # constant quality (crf/cq), not libavcodec's default 200 kb/s target
-    encoder.thread_count = ENCODER_THREADS
+    large_x264 = codec == "libx264" and width * height > LARGE_FRAME_PIXELS
+    encoder.thread_count = LARGE_FRAME_THREADS if large_x264 else ENCODER_THREADS
     # Frame threads, as the ffmpeg CLI uses: PyAV defaults to slice threads, which cut every frame into
     # ENCODER_THREADS slices and cost ~8 % in size at the same CRF. Still deterministic for a fixed count.
     encoder.thread_type = "FRAME"
     encoder.flags |= av.codec.context.Flags.global_header
     options = dict(ENCODER_OPTIONS[codec])
-    if codec == "libx264" and width * height > LARGE_FRAME_PIXELS:
+    if large_x264:
         options.update(LARGE_FRAME_X264_OPTIONS)
     encoder.options = options
     encoder.open()

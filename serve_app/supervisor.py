@@ -14,6 +14,9 @@ registry's `cancel_requested` at its checkpoints (its start, every progress repo
 so a cancel whose `cancel` call never arrived still stops it; and the registry completes nothing once a
 cancel is requested.
 
+The renders it drives share the cluster through one RenderPool: a fair scheduler of their CPU tasks
+(round-robin across principals, FIFO within one; serve_app.scheduling) and one progress tally.
+
 Cost is bounded per render, and this shared process parses no uploaded byte: the driver probes the source and
 renders the preview in single-use parser workers under the media limits (VIDFORGE_MAX_*, VIDFORGE_PARSE_*), and
 each run of a render is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly like a

@@ -2,11 +2,12 @@
 way to the render supervisor."""
 
 import logging
+from typing import Any
 
 import ray
 
 from actors.task_registry import TaskRegistry
-from media_store import MediaStore
+from serve_app.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,7 @@ class NamedSupervisor:
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self._handle = None  # looked up on first use, in the registry's process; a handle outlives restarts
+        self._handle: Any = None  # looked up on first use, in the registry's process; a handle outlives restarts
 
     def drive(self, task_id: str) -> None:
         if self._handle is None:
@@ -51,14 +52,12 @@ def singleton_actor_options(name: str, namespace: str) -> dict:
     }
 
 
-def get_or_create_registry(
-    state_dir: str, config: dict, namespace: str = "vidforge", media: MediaStore | None = None
-) -> ray.actor.ActorHandle:
-    """One registry per cluster, recovering from the store under ``state_dir`` (on the head node, where it is
-    pinned) whenever it is restarted; its sweep deletes expired files from ``media`` (default: ``state_dir``)
-    and re-drives unleased tasks through the namespace's render supervisor."""
-    handle = ray.remote(TaskRegistry).options(**singleton_actor_options(REGISTRY_NAME, namespace)).remote(
-        state_dir, config, driver=NamedSupervisor(namespace), media=media
+def get_or_create_registry(config: Config) -> ray.actor.ActorHandle:
+    """One registry per cluster (per ``config.namespace``), recovering from the store under ``config.state_dir``
+    (on the head node, where it is pinned) whenever it is restarted; its sweep deletes expired files from the
+    media store and re-drives unleased tasks through the namespace's render supervisor."""
+    handle = ray.remote(TaskRegistry).options(**singleton_actor_options(REGISTRY_NAME, config.namespace)).remote(
+        config, driver=NamedSupervisor(config.namespace)
     )
     # Housekeeping otherwise starts with the first call; start it now (idempotent, fire-and-forget).
     handle.start.remote()

@@ -1,8 +1,20 @@
-"""Durable storage for task records: one SQLite file in WAL mode under the data dir."""
+"""Durable storage for task records: one SQLite file in WAL mode under the data dir.
+
+The storage boundary: `TaskRecord`s go in and come out; a record's JSON (and the migration of older layouts)
+lives only here. The database's `user_version` says which layout its records have. Version 0 (a store written
+before typed records, issue 11) kept each render's finished wire result (its `CallToolResult`, the approval
+timeout's result) in the record; `migrate_v0` turns such a record into the outcome it describes, once, when
+the store is opened, in one transaction with the version bump.
+"""
 
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+from mcp_protocol.domain import TaskRecord
+
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -43,30 +55,47 @@ class TaskStore:
         self._conn.execute("PRAGMA synchronous=FULL")
         with self._conn:
             self._conn.executescript(_SCHEMA)
+        self._migrate()
 
-    def load_tasks(self) -> list[dict]:
+    def _migrate(self) -> None:
+        """Bring the stored records to SCHEMA_VERSION (in one transaction: all of them, or none)."""
+        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"{self.path} holds task records of layout {version}, newer than this vidforge's")
+        if version == SCHEMA_VERSION:
+            return
+        with self._conn:
+            rows = self._conn.execute("SELECT record FROM tasks").fetchall()
+            for (record,) in rows:
+                migrated = migrate_v0(json.loads(record))
+                self._conn.execute(
+                    "UPDATE tasks SET record = ? WHERE task_id = ?", (migrated.model_dump_json(), migrated.task_id)
+                )
+            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def load_tasks(self) -> list[TaskRecord]:
         """Every stored task record, oldest first."""
         rows = self._conn.execute("SELECT record FROM tasks ORDER BY created_at_ms, task_id")
-        return [json.loads(record) for (record,) in rows]
+        return [TaskRecord.model_validate_json(record) for (record,) in rows]
 
-    def save_task(self, record: dict, *, claim_idempotency_key: bool = False) -> None:
+    def save_task(self, record: TaskRecord, *, claim_idempotency_key: bool = False) -> None:
         """Upsert a task record; with ``claim_idempotency_key`` also point its key at it, in the same commit."""
         with self._conn:
             self._conn.execute(
                 "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)",
                 (
-                    record["task_id"],
-                    record["principal"],
-                    record["status"],
-                    record["idempotency_key"],
-                    record["created_at_ms"],
-                    json.dumps(record, separators=(",", ":")),
+                    record.task_id,
+                    record.principal,
+                    record.status.value,
+                    record.request.idempotency_key,
+                    record.created_at_ms,
+                    record.model_dump_json(),
                 ),
             )
             if claim_idempotency_key:
                 self._conn.execute(
                     "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?)",
-                    (record["principal"], record["idempotency_key"], record["task_id"], record["created_at_ms"]),
+                    (record.principal, record.request.idempotency_key, record.task_id, record.created_at_ms),
                 )
 
     def delete_tasks(self, task_ids: list[str]) -> None:
@@ -94,3 +123,91 @@ class TaskStore:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def migrate_v0(old: dict[str, Any]) -> TaskRecord:
+    """A record of layout 0 as a `TaskRecord`: its arguments become the request, its pending input the pending
+    approval, and its stored result (or the cancellation) the end it describes."""
+    status = old["status"]
+    end: dict[str, Any] | None = None
+    if status == "cancelled":
+        end = {"outcome": "cancelled"}
+    elif status in ("completed", "failed"):  # nothing ever stored `failed`; read it as the fault it would be
+        end = _v0_end(old)
+    pending = None
+    if status == "input_required":
+        pending = {
+            "key": old["input_key"],
+            "deadline_ms": old["approval_deadline_ms"],
+            "timeout_s": (old.get("input_request") or {}).get("timeout_s", 1800.0),
+        }
+    approval = old.get("approval")
+    return TaskRecord.model_validate({
+        "task_id": old["task_id"],
+        "principal": old["principal"],
+        "request": old["arguments"],
+        "status": "completed" if status == "failed" else status,
+        "phase": old["phase"],
+        "status_message": old.get("status_message") or "",
+        "frames_done": old.get("frames_done", 0),
+        "frames_total": old.get("frames_total", 0),
+        "fps": old.get("fps"),
+        "source_fps": old.get("source_fps"),
+        "created_at_ms": old["created_at_ms"],
+        "last_updated_at_ms": old["last_updated_at_ms"],
+        "ttl_ms": old["ttl_ms"],
+        "poll_interval_ms": old["poll_interval_ms"],
+        "input_seq": old.get("input_seq", 0),
+        "pending": pending,
+        "approval": approval and {k: approval.get(k) for k in ("key", "approved", "note", "at_ms")},
+        "cancel_requested": old.get("cancel_requested", False),
+        "end": end,
+        "version": old["version"],
+        "attempt": old.get("attempt", 0),
+    })
+
+
+def _v0_end(old: dict[str, Any]) -> dict[str, Any]:
+    """The end a layout-0 terminal record's result (or error) describes."""
+    result = old.get("result") or {}
+    if result and not result.get("isError"):
+        artifact = old["artifact"]
+        return {
+            "outcome": "succeeded",
+            "artifact": {  # its files stay where they were: media_store.artifacts' layout, by the task's id
+                "ext": artifact["ext"],
+                "size_bytes": artifact["size_bytes"],
+                "duration_s": artifact["duration_s"],
+                # Completion is the record's last change; the stored expiry was this plus the retention then.
+                "finished_at_ms": old["last_updated_at_ms"],
+            },
+        }
+    envelope = result.get("structuredContent") or {}
+    if not envelope:  # a `failed` task's JSON-RPC error
+        error = old.get("error") or {}
+        envelope = {**(error.get("data") or {}), "code": "render_failed", "details": {"reason": error.get("message")}}
+    code = envelope.get("code")
+    details = envelope.get("details") or {}
+    request_id = envelope.get("request_id") or "req_migrated"
+    if code == "watermark_rejected":
+        return {"outcome": "rejected", "note": (old.get("approval") or {}).get("note"), "request_id": request_id}
+    if code == "watermark_approval_timeout":
+        return {"outcome": "approval_timeout", "timeout_s": _v0_window_s(details.get("reason", "")),
+                "request_id": request_id}
+    if code in ("source_not_found", "unsupported_codec", "media_limit_exceeded"):
+        return {"outcome": "unsupported", "code": code, "field": details.get("field") or "source_asset_uri",
+                "reason": details.get("reason", ""), "request_id": request_id}
+    if code not in ("render_timeout", "storage_full"):
+        code = "render_failed"
+    return {"outcome": "failed", "code": code, "reason": details.get("reason") or "render failed",
+            "request_id": request_id}
+
+
+def _v0_window_s(reason: str) -> float:
+    """The approval window a layout-0 timeout result states ("Approval window of 30 minutes elapsed ...")."""
+    words = reason.removeprefix("Approval window of ").split()
+    try:
+        count, unit = float(words[0]), words[1]
+    except (IndexError, ValueError):
+        return 1800.0
+    return count * {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}.get(unit.rstrip("s"), 1)

@@ -14,51 +14,50 @@ every other caller; the only suspension points are publishing a change and waiti
 
 import asyncio
 import base64
-import copy
-import json
 import logging
 import secrets
 import time
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.store import TaskStore
-from media_store import LocalMediaStore, MediaStore
+from mcp_protocol.domain import (
+    TERMINAL,
+    AnswerResult,
+    Approval,
+    ApprovalAnswer,
+    ApprovalTimedOut,
+    Artifact,
+    Cancelled,
+    PendingApproval,
+    Phase,
+    Rejected,
+    RenderEnd,
+    RenderRequest,
+    TaskRecord,
+    TaskStatus,
+)
+from media_store import open_media_store
 from media_store.artifacts import delete_renders
 from media_store.assets import AssetIndex, assets_named, hide_assets, settle_hidden
+from serve_app.config import Config
 
 log = logging.getLogger(__name__)
 
-WORKING = "working"
-INPUT_REQUIRED = "input_required"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+WORKING, INPUT_REQUIRED = TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED
+COMPLETED, CANCELLED = TaskStatus.COMPLETED, TaskStatus.CANCELLED
 
-# ext-tasks: working <-> input_required -> completed | failed | cancelled, terminal is final. A non-terminal
-# status may also go to itself: that is how a plain field update (progress, cancel intent) is expressed.
+# ext-tasks: working <-> input_required -> completed | cancelled, terminal is final (vidforge never uses
+# `failed`: see TaskStatus). A non-terminal status may also go to itself: that is how a plain field update
+# (progress, cancel intent) is expressed. What each status implies of the other fields, TaskRecord checks.
 _ALLOWED = {
     WORKING: frozenset({WORKING, INPUT_REQUIRED}) | TERMINAL,
     INPUT_REQUIRED: frozenset({INPUT_REQUIRED, WORKING}) | TERMINAL,
 }
-# The one payload each status carries; the other (both, for all but completed and failed) stays None.
-_PAYLOAD = {WORKING: None, INPUT_REQUIRED: None, COMPLETED: "result", FAILED: "error", CANCELLED: None}
 
-PHASES = frozenset({"queued", "probing", "rendering", "awaiting_watermark_approval", "muxing", "done"})
-
-DEFAULTS = {
-    "task_ttl_ms": 86_400_000,
-    "result_retention_s": 604_800,
-    "poll_interval_ms": 10_000,
-    "max_concurrent_renders": 4,
-    "idempotency_ttl_s": 86_400,
-    "sweep_interval_s": 5.0,
-    "driver_lease_s": 15.0,
-    "sweep_batch": 500,
-    "asset_retention_s": 604_800,
-}
+DRIVER_LEASE_S = 15.0  # a task whose driver has not renewed its lease for this long is handed to a driver again
 APPROVAL_POLL_FACTOR = 3  # contract §3.3: pollIntervalMs lengthens 10 000 -> 30 000 while awaiting approval
 INPUT_KEY_PREFIX = "watermark-approval-"
 MIN_RETRY_AFTER_MS = 1000
@@ -68,8 +67,7 @@ CANCELLED_MESSAGE = "Render cancelled."
 # What a transition may set; identity and bookkeeping (task_id, principal, version, ...) are the registry's.
 _MUTABLE = frozenset({
     "phase", "status_message", "frames_done", "frames_total", "fps", "source_fps", "poll_interval_ms",
-    "input_key", "input_seq", "input_request", "approval_deadline_ms", "timeout_result", "approval",
-    "cancel_requested", "result", "error", "artifact", "attempt",
+    "input_seq", "pending", "approval", "cancel_requested", "end", "attempt",
 })
 # Fields that change several times a second while a render encodes. A transition that changes only these is
 # published (version bump, watchers woken) but not committed to the store: they are measurements, re-measured
@@ -80,7 +78,6 @@ VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps"})
 # adds it to every unfinished task's stored version, so versions never go back for a watcher whose long poll
 # Ray retries on the new instance (it would otherwise wait for a version the task already "had").
 MAX_UNSAVED_BUMPS = 120  # about a minute of reports at the driver's 2 a second
-_NO_PENDING_INPUT = {"input_key": None, "input_request": None, "approval_deadline_ms": None, "timeout_result": None}
 
 
 class IdempotencyConflict(RegistryError):
@@ -104,12 +101,21 @@ class Driver(Protocol):
     def drive(self, task_id: str) -> None: ...
 
 
-def request_form(arguments: dict) -> str:
-    """How "the same request" is compared for an idempotency key: the canonical JSON (sorted keys, no spaces)
-    of the validated arguments, defaults applied, without the key itself. Computed from the arguments every
-    task record already stores, so databases written before the comparison existed need no migration."""
-    rest = {name: value for name, value in arguments.items() if name != "idempotency_key"}
-    return json.dumps(rest, sort_keys=True, separators=(",", ":"))
+@dataclass(frozen=True)
+class SweepReport:
+    """What one housekeeping pass did (see ``TaskRegistry.sweep``)."""
+
+    approvals_timed_out: int
+    tasks_deleted: int
+    assets_deleted: int
+    idempotency_keys_dropped: int
+    redriven: list[str]
+    backlog: bool  # a batch was full: more is left to delete
+
+
+class Created(NamedTuple):
+    task: TaskRecord
+    created: bool  # False: an idempotent replay answered with the task the key already names
 
 
 def new_task_id() -> str:
@@ -121,17 +127,9 @@ class TaskRegistry:
     """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
 
     def __init__(
-        self,
-        state_dir: str,
-        config: dict,
-        clock: Callable[[], float] = time.time,
-        driver: Driver | None = None,
-        media: MediaStore | None = None,
+        self, config: Config, clock: Callable[[], float] = time.time, driver: Driver | None = None
     ) -> None:
-        """State in a SQLite file under ``state_dir``; the sweep deletes files from ``media`` (default: a
-        local directory, ``state_dir`` itself, as in a single-node data dir)."""
-        # Only the registry's own keys: the service may hand over its whole configuration.
-        self._config = {key: config.get(key, default) for key, default in DEFAULTS.items()}
+        self._config = config
         self._clock = clock
         self._driver = driver
         # Driver leases (task id -> expiry ms) are liveness, not state: kept in memory only. A task without
@@ -139,18 +137,20 @@ class TaskRegistry:
         # whose start is on its way nor a driver that has not beaten since a registry restart is poked.
         self._leases: dict[str, int] = {}
         self._started_ms = self._now_ms()
-        self._media = media if media is not None else LocalMediaStore(state_dir)
+        # State in a SQLite file under the state dir (the head node's own disk); files in the media store, from
+        # which the sweep deletes expired renders and assets.
+        self._media = open_media_store(config.storage_url, config.data_dir)
         self._assets = AssetIndex(self._media)  # the sweep applies the assets' retention too
-        self._store = TaskStore(state_dir)
-        self._tasks: dict[str, dict] = {rec["task_id"]: rec for rec in self._store.load_tasks()}
+        self._store = TaskStore(config.state_dir or config.data_dir)
+        self._tasks: dict[str, TaskRecord] = {rec.task_id: rec for rec in self._store.load_tasks()}
         self._unsaved: dict[str, int] = {}  # task id -> version bumps not yet in the store
-        for rec in self._tasks.values():
-            if rec["status"] not in TERMINAL:  # past any bump the previous instance published but never saved
-                rec["version"] += MAX_UNSAVED_BUMPS
+        for task_id, rec in self._tasks.items():
+            if not rec.status.terminal:  # past any bump the previous instance published but never saved
+                self._tasks[task_id] = rec = rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS})
                 self._store.save_task(rec)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
-        self._sweeper: asyncio.Task | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -174,39 +174,37 @@ class TaskRegistry:
         while True:
             # A pass that filled its batch left more to delete: go on at once, but only after the calls that
             # queued meanwhile have been answered (sleep(0) lets them run first).
-            await asyncio.sleep(0 if backlog else self._config["sweep_interval_s"])
+            await asyncio.sleep(0 if backlog else self._config.sweep_interval_s)
             try:
-                backlog = (await self.sweep())["backlog"]
+                backlog = (await self.sweep()).backlog
             except Exception:  # a failed pass must not end housekeeping for the actor's lifetime
                 backlog = False
                 log.exception("task registry sweep failed; retrying next interval")
 
     # -- reads -------------------------------------------------------------------------------------------
 
-    async def get(self, principal: str, task_id: str) -> dict | None:
+    # Records are frozen: they are handed out as they are, never copied.
+
+    async def get(self, principal: str, task_id: str) -> TaskRecord | None:
         """A foreign task answers exactly like an unknown one: None."""
         self._bind_loop()
-        rec = self._owned(principal, task_id)
-        return copy.deepcopy(rec) if rec else None
+        return self._owned(principal, task_id)
 
-    async def get_any(self, task_id: str) -> dict | None:
+    async def get_any(self, task_id: str) -> TaskRecord | None:
         """Unscoped read for the internal render driver."""
         self._bind_loop()
-        rec = self._tasks.get(task_id)
-        return copy.deepcopy(rec) if rec else None
+        return self._tasks.get(task_id)
 
-    async def get_artifact(self, principal: str, task_id: str) -> dict | None:
+    async def get_artifact(self, principal: str, task_id: str) -> Artifact | None:
         """An artifact is published only with its completed task; foreign or unfinished tasks answer None."""
         self._bind_loop()
         rec = self._owned(principal, task_id)
-        if rec is None or rec["status"] != COMPLETED:
-            return None
-        return copy.deepcopy(rec["artifact"])
+        return rec.artifact if rec is not None else None
 
-    async def nonterminal(self) -> list[dict]:
+    async def nonterminal(self) -> list[TaskRecord]:
         """Tasks a restarted render supervisor must resume (or cancel, if cancel was requested)."""
         self._bind_loop()
-        return [copy.deepcopy(rec) for rec in self._tasks.values() if rec["status"] not in TERMINAL]
+        return [rec for rec in self._tasks.values() if not rec.status.terminal]
 
     async def task_ids(self) -> list[str]:
         """Every task held, for the start-up cleanup: files of any other render id are crash leftovers."""
@@ -219,16 +217,17 @@ class TaskRegistry:
 
     async def watch(
         self, principal: str, task_ids: list[str], versions: dict[str, int], timeout_s: float
-    ) -> list[dict]:
+    ) -> list[TaskRecord]:
         """Long-poll: the principal's listed tasks whose version is newer than ``versions`` (missing: -1),
         as soon as there is at least one, or [] after ``timeout_s``. Unknown and foreign ids never match."""
         self._bind_loop()
+        assert self._changed is not None
 
-        def newer() -> list[dict]:
+        def newer() -> list[TaskRecord]:
             return [
-                copy.deepcopy(rec)
+                rec
                 for task_id in task_ids
-                if (rec := self._owned(principal, task_id)) and rec["version"] > versions.get(task_id, -1)
+                if (rec := self._owned(principal, task_id)) and rec.version > versions.get(task_id, -1)
             ]
 
         async with self._changed:
@@ -239,141 +238,118 @@ class TaskRegistry:
 
     # -- creation ----------------------------------------------------------------------------------------
 
-    async def create(
-        self,
-        principal: str,
-        arguments: dict,
-        idempotency_key: str | None = None,
-        initial_message: str = QUEUED_MESSAGE,
-    ) -> dict:
-        """Create a durable task: ``{"task": record, "created": bool}``.
+    async def create(self, principal: str, request: RenderRequest, initial_message: str = QUEUED_MESSAGE) -> Created:
+        """Create a durable task for ``request``.
 
         Idempotency: see ``replay`` (``created`` False) — checked before the quota, so a replay never fails on
         it. Quota: at ``max_concurrent_renders`` non-terminal tasks, raise ``QuotaExceeded``.
         """
         self._bind_loop()
         now = self._now_ms()
-        if idempotency_key is not None and (existing := self._replayed(principal, arguments, idempotency_key)):
-            return {"task": copy.deepcopy(existing), "created": False}
+        if (existing := self._replayed(principal, request)) is not None:
+            return Created(existing, created=False)
         active = self._active(principal)
-        limit = self._config["max_concurrent_renders"]
+        limit = self._config.max_concurrent_renders
         if len(active) >= limit:
             raise QuotaExceeded(self._retry_after_ms(active, now), len(active), limit)
-        rec = {
-            "task_id": new_task_id(),
-            "principal": principal,
-            "arguments": copy.deepcopy(arguments),
-            "idempotency_key": idempotency_key,
-            "status": WORKING,
-            "phase": "queued",
-            "status_message": initial_message,
-            "frames_done": 0,
-            "frames_total": 0,
-            "fps": None,
-            "source_fps": None,
-            "created_at_ms": now,
-            "last_updated_at_ms": now,
-            "ttl_ms": self._config["task_ttl_ms"],
-            "poll_interval_ms": self._config["poll_interval_ms"],
-            "input_key": None,
-            "input_seq": 0,
-            "input_request": None,
-            "approval_deadline_ms": None,
-            "timeout_result": None,
-            "approval": None,
-            "cancel_requested": False,
-            "result": None,
-            "error": None,
-            "artifact": None,
-            "version": 1,
-            "attempt": 0,
-        }
-        return {"task": await self._commit(rec, claim_idempotency_key=idempotency_key is not None), "created": True}
+        rec = TaskRecord(
+            task_id=new_task_id(),
+            principal=principal,
+            request=request,
+            status_message=initial_message,
+            created_at_ms=now,
+            last_updated_at_ms=now,
+            ttl_ms=self._config.task_ttl_ms,
+            poll_interval_ms=self._config.poll_interval_ms,
+        )
+        claim = request.idempotency_key is not None
+        return Created(await self._commit(rec, claim_idempotency_key=claim), created=True)
 
-    async def replay(self, principal: str, arguments: dict, idempotency_key: str) -> dict | None:
-        """The task the principal's ``idempotency_key`` created within ``idempotency_ttl_s``, if any, so a
-        replay can be answered before anything else is checked. Keys are scoped per principal. Raises
-        ``IdempotencyConflict`` when that task was created with other arguments (``request_form``)."""
+    async def replay(self, principal: str, request: RenderRequest) -> TaskRecord | None:
+        """The task the principal's idempotency key (``request.idempotency_key``) created within
+        ``idempotency_ttl_s``, if any, so a replay can be answered before anything else is checked. Keys are
+        scoped per principal. Raises ``IdempotencyConflict`` when that task was created with other arguments
+        (``RenderRequest.request_form``)."""
         self._bind_loop()
-        existing = self._replayed(principal, arguments, idempotency_key)
-        return copy.deepcopy(existing) if existing else None
+        return self._replayed(principal, request)
 
-    def _replayed(self, principal: str, arguments: dict, idempotency_key: str) -> dict | None:
-        claimed_after = self._now_ms() - self._config["idempotency_ttl_s"] * 1000
-        task_id = self._store.find_idempotent(principal, idempotency_key, claimed_after)
+    def _replayed(self, principal: str, request: RenderRequest) -> TaskRecord | None:
+        if request.idempotency_key is None:
+            return None
+        claimed_after = self._now_ms() - self._config.idempotency_ttl_s * 1000
+        task_id = self._store.find_idempotent(principal, request.idempotency_key, claimed_after)
         if task_id is None:
             return None
         existing = self._tasks[task_id]
-        if request_form(existing["arguments"]) != request_form(arguments):
+        if existing.request.request_form() != request.request_form():
             raise IdempotencyConflict(task_id)
         return existing
 
-    def _retry_after_ms(self, active: list[dict], now_ms: int) -> int:
+    def _retry_after_ms(self, active: list[TaskRecord], now_ms: int) -> int:
         """Quota retry hint: when the soonest-finishing render should free its slot, projected from its
         progress rate (elapsed / fraction done); the poll interval when no render has measurable progress."""
         remaining = [
-            (now_ms - rec["created_at_ms"]) * (rec["frames_total"] - rec["frames_done"]) / rec["frames_done"]
+            (now_ms - rec.created_at_ms) * (rec.frames_total - rec.frames_done) / rec.frames_done
             for rec in active
-            if rec["status"] == WORKING and 0 < rec["frames_done"] <= rec["frames_total"]
+            if rec.status is WORKING and 0 < rec.frames_done <= rec.frames_total
         ]
-        return max(MIN_RETRY_AFTER_MS, int(min(remaining, default=self._config["poll_interval_ms"])))
+        return max(MIN_RETRY_AFTER_MS, int(min(remaining, default=self._config.poll_interval_ms)))
 
     # -- the state machine -------------------------------------------------------------------------------
 
-    async def transition(self, task_id: str, status: str, **fields) -> dict:
-        """ext-tasks: working <-> input_required -> completed | failed | cancelled; terminal states never change.
+    async def transition(self, task_id: str, status: TaskStatus, /, **fields: object) -> TaskRecord:
+        """ext-tasks: working <-> input_required -> completed | cancelled; terminal states never change.
 
-        The single place the state machine is enforced: every mutation goes through here. A completed task
-        carries ``result``, a failed one ``error``, any other neither; entering a terminal status sets phase
-        "done" (which no other status may have) and clears any pending input. Returns the record; when nothing differs it is
-        returned as is, without a version bump. Raises ``TaskNotFound``, ``InvalidTransition``, ``ValueError``.
+        The single place the state machine is enforced: every mutation goes through here. Entering a terminal
+        status sets phase done and clears any pending approval; what each status needs besides (an end exactly
+        when terminal, a pending approval exactly when input_required: the sweep must always be able to end
+        the wait) ``TaskRecord`` checks. Returns the record; when nothing differs it is returned as is, without a
+        version bump. Raises ``TaskNotFound``, ``InvalidTransition``, ``ValueError``.
         """
         self._bind_loop()
         current = self._require(task_id)
-        if status not in _ALLOWED.get(current["status"], ()):
-            raise InvalidTransition(task_id, current["status"], status)
+        if status not in _ALLOWED.get(current.status, ()):
+            raise InvalidTransition(task_id, current.status, status)
+        status = TaskStatus(status)
         if unknown := set(fields) - _MUTABLE:
             raise ValueError(f"fields not settable by a transition: {sorted(unknown)}")
-        new = {**copy.deepcopy(current), **copy.deepcopy(fields), "status": status}
-        if status in TERMINAL:
-            new.update(_NO_PENDING_INPUT, phase="done")
-        for payload in ("result", "error"):
-            if (new[payload] is not None) != (payload == _PAYLOAD[status]):
-                raise ValueError(f"a {status} task {'needs' if new[payload] is None else 'takes no'} {payload}")
-        if new["phase"] not in PHASES or (new["phase"] == "done") != (status in TERMINAL):
-            raise ValueError(f"invalid phase {new['phase']!r} for a {status} task")
-        if status == INPUT_REQUIRED and None in (new["input_key"], new["approval_deadline_ms"], new["timeout_result"]):
-            # The sweep must always be able to end the wait: no pending input without a deadline and outcome.
-            raise ValueError("an input_required task needs an input key, a deadline and a timeout result")
+        values = {**dict(current), **fields, "status": status}
+        if status.terminal:
+            values.update(pending=None, phase=Phase.DONE)
+        new = TaskRecord.model_validate(values)  # pydantic's ValidationError is a ValueError
         if new == current:
-            return copy.deepcopy(current)
-        new["version"] += 1
-        new["last_updated_at_ms"] = self._now_ms()
-        changed = {key for key in new if new[key] != current.get(key)} - {"version", "last_updated_at_ms"}
+            return current
+        changed = {name for name in TaskRecord.model_fields if getattr(new, name) != getattr(current, name)}
+        new = new.model_copy(update={"version": current.version + 1, "last_updated_at_ms": self._now_ms()})
         return await self._commit(new, durable=not changed <= VOLATILE)
 
-    async def _update(self, task_id: str, status: str | None = None, **fields) -> dict | None:
+    async def _update(
+        self, task_id: str, status: TaskStatus | None = None, /, **fields: object
+    ) -> TaskRecord | None:
         """Render-driver writes that lose a race with a terminal transition return None instead of raising."""
         current = self._require(task_id)
-        if current["status"] in TERMINAL:
+        if current.status.terminal:
             return None
-        return await self.transition(task_id, status or current["status"], **fields)
+        return await self.transition(task_id, status or current.status, **fields)
 
-    async def _commit(self, rec: dict, *, claim_idempotency_key: bool = False, durable: bool = True) -> dict:
+    async def _commit(
+        self, rec: TaskRecord, *, claim_idempotency_key: bool = False, durable: bool = True
+    ) -> TaskRecord:
         """Durable before visible: commit to the store, then swap into memory, then wake watchers.
 
         ``durable=False`` (a volatile-only change) skips the store until ``MAX_UNSAVED_BUMPS`` have piled up;
         any later durable commit saves the whole record, the volatile fields with it."""
-        task_id = rec["task_id"]
+        task_id = rec.task_id
         unsaved = 0 if durable else self._unsaved.get(task_id, 0) + 1
         if unsaved in (0, MAX_UNSAVED_BUMPS):
             self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key)
             unsaved = 0
         self._unsaved[task_id] = unsaved
         self._tasks[task_id] = rec
+        assert self._changed is not None
         async with self._changed:
             self._changed.notify_all()
-        return copy.deepcopy(rec)
+        return rec
 
     # -- render driver -----------------------------------------------------------------------------------
 
@@ -386,7 +362,7 @@ class TaskRegistry:
         message: str | None = None,
         fps: float | None = None,
         source_fps: float | None = None,
-    ) -> dict | None:
+    ) -> TaskRecord | None:
         """Progress is monotonic: ``frames_done`` never decreases; terminal tasks ignore it (None).
 
         While input is pending, frames still count (segments render speculatively) but the phase and the
@@ -396,86 +372,67 @@ class TaskRegistry:
         is one).
         """
         current = self._require(task_id)
-        fields = {
-            "frames_done": max(current["frames_done"], frames_done),
-            "frames_total": frames_total or current["frames_total"],
+        fields: dict[str, object] = {
+            "frames_done": max(current.frames_done, frames_done),
+            "frames_total": frames_total or current.frames_total,
             "fps": fps,
             "source_fps": source_fps,
         }
-        if current["status"] == WORKING:
+        if current.status is WORKING:
             if phase is not None:
                 fields["phase"] = phase
             if message is not None:
                 fields["status_message"] = message
         return await self._update(task_id, **fields)
 
-    async def request_input(
-        self,
-        task_id: str,
-        input_request: dict,
-        deadline_ms: int,
-        timeout_result: dict,
-        message: str | None = None,
-    ) -> dict | None:
+    async def request_input(self, task_id: str, timeout_s: float, message: str | None = None) -> TaskRecord | None:
         """working -> input_required under a fresh key (ext-tasks: input keys are never reused), with the poll
-        interval x3 (contract §3.3). ``timeout_result`` completes the task if ``deadline_ms`` passes first.
+        interval x3 (contract §3.3). The sweep ends the task as an approval timeout if no decision comes
+        within ``timeout_s``.
 
         One request is outstanding at a time (``InvalidTransition`` otherwise); None if already terminal.
         """
         current = self._require(task_id)
-        if current["status"] == INPUT_REQUIRED:
+        if current.status is INPUT_REQUIRED:
             raise InvalidTransition(task_id, INPUT_REQUIRED, INPUT_REQUIRED)
-        seq = current["input_seq"] + 1
-        fields = {
-            "input_key": f"{INPUT_KEY_PREFIX}{seq}",
+        seq = current.input_seq + 1
+        deadline_ms = self._now_ms() + int(timeout_s * 1000)
+        fields: dict[str, object] = {
             "input_seq": seq,
-            "input_request": input_request,
-            "approval_deadline_ms": deadline_ms,
-            "timeout_result": timeout_result,
+            "pending": PendingApproval(key=f"{INPUT_KEY_PREFIX}{seq}", deadline_ms=deadline_ms, timeout_s=timeout_s),
             "approval": None,  # a new round: an earlier round's decision no longer answers anything
-            "phase": "awaiting_watermark_approval",
-            "poll_interval_ms": self._config["poll_interval_ms"] * APPROVAL_POLL_FACTOR,
+            "phase": Phase.AWAITING_WATERMARK_APPROVAL,
+            "poll_interval_ms": self._config.poll_interval_ms * APPROVAL_POLL_FACTOR,
         }
         if message is not None:
             fields["status_message"] = message
         return await self._update(task_id, INPUT_REQUIRED, **fields)
 
-    async def finish(
-        self,
-        task_id: str,
-        status: str,
-        result: dict | None = None,
-        error: dict | None = None,
-        message: str | None = None,
-        artifact: dict | None = None,
-    ) -> dict | None:
-        """Enter a terminal status (see ``transition`` for the payload rule); ``artifact``, the finished
-        file's metadata, is attached in the same commit, so no cancel can land between the two.
+    async def finish(self, task_id: str, end: RenderEnd, message: str | None = None) -> TaskRecord | None:
+        """End the task: ``completed`` with ``end`` (a success carries its artifact, so no cancel can land
+        between the file's publication and the completion), or ``cancelled``.
 
         Returns None when the caller's outcome is discarded: the task is already terminal (a rejection, an
         approval timeout or another driver finished it first), or a cancel was requested — then the task
         ends cancelled here instead, whatever the driver got to. Either way the caller deletes its files.
         """
-        if status not in TERMINAL:
-            raise ValueError(f"finish needs a terminal status, not {status!r}")
-        if status != CANCELLED and self._require(task_id)["cancel_requested"]:
-            await self._update(task_id, CANCELLED, status_message=CANCELLED_MESSAGE)
+        cancelled = isinstance(end, Cancelled)
+        if not cancelled and self._require(task_id).cancel_requested:
+            await self._update(task_id, CANCELLED, end=Cancelled(), status_message=CANCELLED_MESSAGE)
             return None
-        fields = {"result": result, "error": error}
+        fields: dict[str, object] = {"end": end}
         if message is not None:
             fields["status_message"] = message
-        if artifact is not None:
-            fields["artifact"] = artifact
-        return await self._update(task_id, status, **fields)
+        return await self._update(task_id, CANCELLED if cancelled else COMPLETED, **fields)
 
-    async def bump_attempt(self, task_id: str) -> dict | None:
+    async def bump_attempt(self, task_id: str) -> TaskRecord | None:
         """Count one more (re)start of the render (``attempt`` starts at 0); None if already terminal."""
-        return await self._update(task_id, attempt=self._require(task_id)["attempt"] + 1)
+        return await self._update(task_id, attempt=self._require(task_id).attempt + 1)
 
     async def renew_leases(self, task_ids: list[str]) -> None:
         """A driver's heartbeat: it is working on these tasks; none of them is re-driven for ``driver_lease_s``."""
         self._bind_loop()
-        expires = self._now_ms() + int(self._config["driver_lease_s"] * 1000)
+        expires = self._now_ms() + int(DRIVER_LEASE_S * 1000)
         for task_id in task_ids:
             if task_id in self._tasks:
                 self._leases[task_id] = expires
@@ -483,75 +440,70 @@ class TaskRegistry:
     # -- principal actions -------------------------------------------------------------------------------
 
     async def answer_input(
-        self,
-        principal: str,
-        task_id: str,
-        approved: bool,
-        note: str | None = None,
-        key: str | None = None,
-        rejected_result: dict | None = None,
-    ) -> dict:
-        """Resolve the pending watermark approval: ``{"outcome": ..., "task": record | None}``.
+        self, principal: str, task_id: str, approved: bool, note: str | None = None, key: str | None = None
+    ) -> ApprovalAnswer:
+        """Resolve the pending watermark approval.
 
-        - unknown or foreign task: "not_found" (task None);
-        - ``key`` given but not the outstanding one (unknown, answered, superseded): "ignored"
+        - unknown or foreign task: not_found (task None);
+        - ``key`` given but not the outstanding one (unknown, answered, superseded): ignored
           (ext-tasks: such responses SHOULD be ignored);
-        - a decision already recorded for this round: "replayed" if the same, "conflict" if different
+        - a decision already recorded for this round: replayed if the same, conflict if different
           (contract §4: approve is idempotent, a conflicting decision fails);
-        - nothing pending: "not_pending";
-        - otherwise "recorded": approval resumes rendering; rejection completes the task with
-          ``rejected_result`` in the same transition.
+        - nothing pending: not_pending;
+        - otherwise recorded: approval resumes rendering; rejection completes the task, rejected with the
+          note, in the same transition.
         """
         self._bind_loop()
         current = self._owned(principal, task_id)
         if current is None:
-            return {"outcome": "not_found", "task": None}
-        if key is not None and key != current["input_key"]:
-            outcome = "ignored"
-        elif current["approval"] is not None:
-            outcome = "replayed" if current["approval"]["approved"] == approved else "conflict"
-        elif current["status"] != INPUT_REQUIRED:
-            outcome = "not_pending"
+            return ApprovalAnswer(result=AnswerResult.NOT_FOUND, task=None)
+        pending = current.pending
+        if key is not None and (pending is None or key != pending.key):
+            result = AnswerResult.IGNORED
+        elif current.approval is not None:
+            result = AnswerResult.REPLAYED if current.approval.approved == approved else AnswerResult.CONFLICT
+        elif pending is None:
+            result = AnswerResult.NOT_PENDING
         else:
-            approval = {"key": current["input_key"], "approved": approved, "note": note, "at_ms": self._now_ms()}
+            approval = Approval(key=pending.key, approved=approved, note=note, at_ms=self._now_ms())
             if approved:
                 task = await self.transition(
                     task_id,
                     WORKING,
-                    **_NO_PENDING_INPUT,
+                    pending=None,
                     approval=approval,
-                    phase="rendering",
-                    poll_interval_ms=self._config["poll_interval_ms"],
+                    phase=Phase.RENDERING,
+                    poll_interval_ms=self._config.poll_interval_ms,
                     status_message="Watermark approved; rendering resumes.",
                 )
             else:
                 task = await self.transition(
                     task_id,
                     COMPLETED,
-                    result=rejected_result,
+                    end=Rejected(note=note),
                     approval=approval,
                     status_message="Watermark rejected; the render was not finalized.",
                 )
-            return {"outcome": "recorded", "task": task}
-        return {"outcome": outcome, "task": copy.deepcopy(current)}
+            return ApprovalAnswer(result=AnswerResult.RECORDED, task=task)
+        return ApprovalAnswer(result=result, task=current)
 
-    async def request_cancel(self, principal: str, task_id: str) -> dict | None:
+    async def request_cancel(self, principal: str, task_id: str) -> TaskRecord | None:
         """ext-tasks: cancellation is cooperative — record the intent; the render driver stops the work and
         makes the cancelled transition. Idempotent; a no-op on terminal tasks. None if unknown or foreign."""
         self._bind_loop()
         current = self._owned(principal, task_id)
         if current is None:
             return None
-        if current["status"] in TERMINAL:
-            return copy.deepcopy(current)
-        return await self.transition(task_id, current["status"], cancel_requested=True)
+        if current.status.terminal:
+            return current
+        return await self.transition(task_id, current.status, cancel_requested=True)
 
     # -- housekeeping ------------------------------------------------------------------------------------
 
-    async def sweep(self) -> dict:
-        """One housekeeping pass; returns what it did.
+    async def sweep(self) -> SweepReport:
+        """One housekeeping pass.
 
-        1. Approvals past their deadline complete with the stored timeout result (contract:
+        1. Approvals past their deadline complete as an approval timeout (contract:
            ``watermark_approval_timeout``; ext-tasks lets the server bound the wait).
         2. Terminal tasks past result retention are deleted with their artifact file. Task ``ttl_ms`` is not
            a deletion: the protocol layer answers ``task_expired`` on tasks/* after it, while the fallback
@@ -568,62 +520,57 @@ class TaskRegistry:
         """
         self._bind_loop()
         now = self._now_ms()
-        lease_ms = int(self._config["driver_lease_s"] * 1000)
+        lease_ms = int(DRIVER_LEASE_S * 1000)
         timed_out = 0
-        batch = self._config["sweep_batch"]
-        expired: list[dict] = []
+        batch = self._config.sweep_batch
+        expired: list[TaskRecord] = []
         redriven: list[str] = []
         for task_id in list(self._tasks):
             # Re-read after every await: another call may have answered or finished the task meanwhile.
             rec = self._tasks.get(task_id)
-            if rec and rec["status"] == INPUT_REQUIRED and rec["approval_deadline_ms"] <= now:
+            if rec and rec.pending is not None and rec.pending.deadline_ms <= now:
                 await self.transition(
                     task_id,
                     COMPLETED,
-                    result=rec["timeout_result"],
+                    end=ApprovalTimedOut(timeout_s=rec.pending.timeout_s),
                     status_message="Watermark approval timed out; the render was not finalized.",
                 )
                 timed_out += 1
-            elif rec and rec["status"] in TERMINAL:
+            elif rec and rec.status.terminal:
                 self._leases.pop(task_id, None)
-                if len(expired) < batch and self._retained_until(rec) <= now:
+                if len(expired) < batch and rec.expires_ms(self._config.result_retention_s) <= now:
                     expired.append(rec)
-            elif rec and self._leases.get(task_id, max(rec["created_at_ms"], self._started_ms) + lease_ms) <= now:
+            elif rec and self._leases.get(task_id, max(rec.created_at_ms, self._started_ms) + lease_ms) <= now:
                 self._leases[task_id] = now + lease_ms
                 redriven.append(task_id)
                 if self._driver is not None:
                     self._driver.drive(task_id)
         await self._delete(expired)
         assets_deleted = await self._expire_assets(now, batch)
-        dropped = self._store.drop_idempotency(now - self._config["idempotency_ttl_s"] * 1000)
-        return {
-            "approvals_timed_out": timed_out,
-            "tasks_deleted": len(expired),
-            "assets_deleted": assets_deleted,
-            "idempotency_keys_dropped": dropped,
-            "redriven": redriven,
-            "backlog": batch in (len(expired), assets_deleted),
-        }
+        dropped = self._store.drop_idempotency(now - self._config.idempotency_ttl_s * 1000)
+        return SweepReport(
+            approvals_timed_out=timed_out,
+            tasks_deleted=len(expired),
+            assets_deleted=assets_deleted,
+            idempotency_keys_dropped=dropped,
+            redriven=redriven,
+            backlog=batch in (len(expired), assets_deleted),
+        )
 
-    def _retained_until(self, rec: dict) -> int:
-        """Results are kept ``result_retention_s`` from creation, and never before their artifact expires
-        (its download is authorised through the record)."""
-        expires = rec["created_at_ms"] + self._config["result_retention_s"] * 1000
-        if rec["artifact"] is not None:
-            expires = max(expires, rec["artifact"]["expires_at_ms"])
-        return expires
-
-    async def _delete(self, recs: list[dict]) -> None:
-        """Delete terminal tasks with their files (preview included): the files in a thread, the records in one commit.
+    async def _delete(self, recs: list[TaskRecord]) -> None:
+        """Delete terminal tasks past their retention (``TaskRecord.expires_ms``: results are kept
+        ``result_retention_s`` from creation, a finished video as long from its completion, since its download
+        is authorised through the record) with their files (video and preview, media_store.artifacts' layout):
+        the files in a thread, the records in one commit.
 
         Files first: a crash in between leaves records whose files are gone, which the next sweep finishes,
         rather than orphaned files nothing points at."""
-        renders = [(rec["task_id"], rec["artifact"]["ext"] if rec["artifact"] else None) for rec in recs]
+        renders = [(rec.task_id, rec.artifact.ext if rec.artifact else None) for rec in recs]
         await asyncio.to_thread(delete_renders, self._media, renders)
-        self._store.delete_tasks([rec["task_id"] for rec in recs])
+        self._store.delete_tasks([rec.task_id for rec in recs])
         for rec in recs:
-            self._tasks.pop(rec["task_id"], None)
-            self._unsaved.pop(rec["task_id"], None)
+            self._tasks.pop(rec.task_id, None)
+            self._unsaved.pop(rec.task_id, None)
 
     async def _expire_assets(self, now_ms: int, batch: int) -> int:
         """Delete up to ``batch`` assets uploaded more than ``asset_retention_s`` ago that no non-terminal task
@@ -633,7 +580,7 @@ class TaskRegistry:
         assets are first hidden (their metadata deleted; a new render's resolve then fails like an unknown id),
         then checked again, and those a render took meanwhile are put back. A create whose assets resolved before they were
         hidden but that commits only after this check ends as ``source_not_found`` when its render starts."""
-        uploaded_before_s = now_ms / 1000 - self._config["asset_retention_s"]
+        uploaded_before_s = now_ms / 1000 - self._config.asset_retention_s
         candidates = await asyncio.to_thread(self._assets.expired, uploaded_before_s, self._assets_in_use(), batch)
         hidden = await asyncio.to_thread(hide_assets, self._media, candidates)
         in_use = self._assets_in_use()
@@ -646,8 +593,8 @@ class TaskRegistry:
         return {
             asset_id
             for rec in self._tasks.values()
-            if rec["status"] not in TERMINAL
-            for asset_id in assets_named(rec["arguments"])
+            if not rec.status.terminal
+            for asset_id in assets_named(rec.request.arguments())
         }
 
     # -- helpers -----------------------------------------------------------------------------------------
@@ -655,16 +602,16 @@ class TaskRegistry:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _owned(self, principal: str, task_id: str) -> dict | None:
+    def _owned(self, principal: str, task_id: str) -> TaskRecord | None:
         rec = self._tasks.get(task_id)
-        return rec if rec is not None and rec["principal"] == principal else None
+        return rec if rec is not None and rec.principal == principal else None
 
-    def _require(self, task_id: str) -> dict:
+    def _require(self, task_id: str) -> TaskRecord:
         try:
             return self._tasks[task_id]
         except KeyError:
             raise TaskNotFound(task_id) from None
 
-    def _active(self, principal: str) -> list[dict]:
-        return [rec for rec in self._tasks.values() if rec["principal"] == principal and rec["status"] not in TERMINAL]
+    def _active(self, principal: str) -> list[TaskRecord]:
+        return [rec for rec in self._tasks.values() if rec.principal == principal and not rec.status.terminal]
 

@@ -22,12 +22,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,14 +35,16 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
     BenchServer,
     ProcessSampler,
     RenderTrace,
-    print_cpu,
     drive_render,
+    print_cpu,
     render_args,
     supervisor_timings,
 )
+
+# isort: split
+from media import make_clip, make_watermark_png  # noqa: E402 - tests/ is on the path (serving)
 from render_throughput import ffmpeg_command  # noqa: E402
 
-from media import make_clip, make_watermark_png  # noqa: E402 - tests/ is on the path (serving)
 from render_kernels import RenderSpec, WatermarkSpec, probe  # noqa: E402
 
 TARGET_RATIO = 0.95

@@ -36,9 +36,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serving import BenchServer, RenderTrace, drive_render, render_args  # noqa: E402 - first (Ray auth mode)
 
-import httpx  # noqa: E402
+# isort: split
 
-from harness import PROTOCOL, Wire, free_port, meta, wait_until  # noqa: E402 - tests/ is on the path (serving)
+import httpx  # noqa: E402
+from harness import Wire, free_port, meta, wait_until  # noqa: E402 - tests/ is on the path (serving)
 from media import make_clip  # noqa: E402
 
 GET_RATIO_TARGET, CREATE_P50_TARGET_MS = 0.5, 50.0
@@ -106,7 +107,7 @@ def time_creates(server: BenchServer, source_uri: str, count: int) -> list[float
             seconds.append(time.perf_counter() - started)
             task_id = created["taskId"]
             wire.task("tasks/cancel", task_id)
-            wait_until(lambda: wire.task("tasks/get", task_id)["result"]["status"] == "cancelled", 120, 0.05,
+            wait_until(lambda: wire.task("tasks/get", task_id)["result"]["status"] == "cancelled", 120, 0.05,  # noqa: B023 - called at once
                        f"{task_id} to be cancelled")
     finally:
         wire.close()

@@ -48,10 +48,11 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
     supervisor_timings,
 )
 
+# isort: split
+
 import av  # noqa: E402
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
-
 from media import make_clip, make_watermark_png, psnr_y  # noqa: E402 - the suite's clip generators (tests/)
 
 from render_kernels import RenderSpec, WatermarkSpec, output_size, probe  # noqa: E402

@@ -18,8 +18,7 @@ import httpx2  # the SDK's HTTP library
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import (CallToolResult, ElicitRequestFormParams, ElicitResult, EmptyResult, Request, RequestParams,
-                       Result)
+from mcp_types import CallToolResult, ElicitRequestFormParams, ElicitResult, EmptyResult, Request, RequestParams, Result
 
 URL = os.environ.get("VIDFORGE_URL", "http://127.0.0.1:8000/mcp")
 TOKEN = os.environ.get("VIDFORGE_TOKEN")

@@ -4,6 +4,9 @@
 error (`isError: true`), not a JSON-RPC error, with `details.field` naming the argument and a `repair`
 the agent can call — the same tool with the arguments fixed where the fix is mechanical (an unknown
 property dropped), otherwise the still-valid arguments plus prose saying what to supply.
+
+The JSON Schema stays the one definition of what is valid; the tools then parse what passed into their types
+(`RenderRequest` and the like), which apply the schema's documented defaults.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, relevance
 
-from mcp_protocol.catalog import RENDER_TOOL, input_schemas
-from mcp_protocol.errors import VidforgeError, repair
+from mcp_protocol.catalog import input_schemas
+from mcp_protocol.errors import VidforgeError, invalid_argument, repair
+from mcp_protocol.json_types import JSONObject
 
 _validators: dict[str, Draft202012Validator] = {}
 
@@ -26,45 +30,35 @@ def _validator(tool: str) -> Draft202012Validator:
     return _validators[tool]
 
 
-def validate_arguments(tool: str, arguments: Any) -> dict[str, Any]:
-    """Return the arguments with schema defaults applied, or raise `invalid_argument`."""
+def validate_arguments(tool: str, arguments: object) -> JSONObject:
+    """The arguments (absent: none), or raise `invalid_argument`."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise VidforgeError(
-            code="invalid_argument",
-            message="Tool arguments must be a JSON object.",
-            field=None,
-            reason=f"arguments is a {type(arguments).__name__}, expected an object",
-            repair=repair("fix_arguments", tool, {}, "Send the arguments as a JSON object per the tool's inputSchema."),
+        raise invalid_argument(
+            "Tool arguments must be a JSON object.",
+            None,
+            f"arguments is a {type(arguments).__name__}, expected an object",
+            repair("fix_arguments", tool, {}, "Send the arguments as a JSON object per the tool's inputSchema."),
         )
     errors = sorted(_validator(tool).iter_errors(arguments), key=relevance)
     if errors:
         raise _argument_error(tool, arguments, errors[0])
-    return _with_defaults(tool, arguments)
-
-
-def _with_defaults(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The render tool's omission semantics: the server applies `position`/`opacity` defaults."""
-    out = copy.deepcopy(arguments)
-    if tool == RENDER_TOOL and isinstance(out.get("watermark"), dict):
-        out["watermark"].setdefault("position", "bottom_right")
-        out["watermark"].setdefault("opacity", 1.0)
-    return out
+    return arguments
 
 
 def _field_path(error: ValidationError) -> str | None:
     path = [str(p) for p in error.absolute_path]
     if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else None
-        path.append(missing or "?")
+        # One error per missing property, in the schema's order: the first one absent is this error's.
+        path.append(next((name for name in error.validator_value if name not in error.instance), "?"))
     elif error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         path.append(extra[0] if extra else "?")
     return ".".join(path) or None
 
 
-def _without(arguments: dict[str, Any], dotted: str | None) -> dict[str, Any]:
+def _without(arguments: JSONObject, dotted: str | None) -> JSONObject:
     out = copy.deepcopy(arguments)
     if not dotted:
         return out
@@ -77,7 +71,7 @@ def _without(arguments: dict[str, Any], dotted: str | None) -> dict[str, Any]:
     return out
 
 
-def _argument_error(tool: str, arguments: dict[str, Any], error: ValidationError) -> VidforgeError:
+def _argument_error(tool: str, arguments: JSONObject, error: ValidationError) -> VidforgeError:
     field = _field_path(error)
     schema = error.schema if isinstance(error.schema, dict) else {}
     if error.validator == "additionalProperties":
@@ -96,14 +90,5 @@ def _argument_error(tool: str, arguments: dict[str, Any], error: ValidationError
         reason = f"'{field}': {error.message}" if field else error.message
         alternative = f"Correct '{field}' per the inputSchema and call {tool} again."
         step = "fix_argument_value"
-    if error.validator == "required":
-        repaired = copy.deepcopy(arguments)
-    else:
-        repaired = _without(arguments, field)
-    return VidforgeError(
-        code="invalid_argument",
-        message=f"Invalid arguments for {tool}.",
-        field=field,
-        reason=reason,
-        repair=repair(step, tool, repaired, alternative),
-    )
+    repaired = copy.deepcopy(arguments) if error.validator == "required" else _without(arguments, field)
+    return invalid_argument(f"Invalid arguments for {tool}.", field, reason, repair(step, tool, repaired, alternative))

@@ -1,19 +1,27 @@
 """The discovery surface, loaded once from the JSON files the contract prints.
 
-The five tool definitions and the capability summary are data, kept byte-for-byte in `catalog/` so the
-wire matches the contract and `tools/list` is identical across calls and restarts ([9.deterministic-order]).
+The five tool definitions and the capability summary are data, kept in `catalog/` as the contract prints them,
+so the wire matches the contract and `tools/list` is identical across calls and restarts
+([9.deterministic-order]). Where the contract's text names a configurable duration (the approval window,
+result retention, the task TTL, the idempotency window), the file holds a `${name}` placeholder, filled from the
+operator's settings: with the defaults the text is the contract's, and it never promises what the server does not
+do.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
+import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from mcp_protocol.identity import fingerprint, server_version
-from mcp_protocol.timefmt import duration_text
+from mcp_protocol.json_types import JSONObject, JSONValue
+from mcp_protocol.timefmt import duration_adjective, duration_short, duration_text
+
+if TYPE_CHECKING:
+    from mcp_protocol.render_service import WireSettings
 
 _CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
@@ -27,53 +35,82 @@ CAPABILITIES_URI = "vidforge://capabilities"
 VIDEO_URI_TEMPLATE = "vidforge://videos/{render_id}/final.{ext}"
 PREVIEW_URI_TEMPLATE = "vidforge://renders/{render_id}/watermark-preview.png"
 
-RESOURCE_TEMPLATES = [
-    {
-        "uriTemplate": VIDEO_URI_TEMPLATE,
-        "name": "rendered-video",
-        "title": "Rendered video",
-        "description": "A finished render (mp4, webm or mov), retained 7 days. resources/read inlines files up to "
-        "the documented size; larger files are downloaded from GET /artifacts/{render_id}/final.{ext}.",
-        "mimeType": "video/mp4",
-    },
-    {
-        "uriTemplate": PREVIEW_URI_TEMPLATE,
-        "name": "watermark-preview",
-        "title": "Watermark preview",
-        "description": "A PNG frame of the render at its output size with the requested watermark applied, "
-        "published while the render awaits approval.",
-        "mimeType": "image/png",
-    },
-]
+_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+
+
+def durations(settings: WireSettings) -> dict[str, str]:
+    """The configured durations, in the forms the catalog's texts use them."""
+    return {
+        "approval_window": duration_text(settings.approval_timeout_s),
+        "retention": duration_text(settings.result_retention_s),
+        "retention_adjective": duration_adjective(settings.result_retention_s),
+        "task_ttl_short": duration_short(settings.task_ttl_ms / 1000),
+        "idempotency_window": duration_text(settings.idempotency_ttl_s),
+        "idempotency_window_short": duration_short(settings.idempotency_ttl_s),
+    }
+
+
+def _filled(node: JSONValue, values: dict[str, str]) -> JSONValue:
+    """`node` with every `${name}` in its strings replaced by `values[name]` (a copy; unknown names raise)."""
+    if isinstance(node, str):
+        return _PLACEHOLDER.sub(lambda match: values[match[1]], node)
+    if isinstance(node, list):
+        return [_filled(item, values) for item in node]
+    if isinstance(node, dict):
+        return {key: _filled(value, values) for key, value in node.items()}
+    return node
+
+
+def resource_templates(settings: WireSettings) -> list[JSONObject]:
+    return [
+        {
+            "uriTemplate": VIDEO_URI_TEMPLATE,
+            "name": "rendered-video",
+            "title": "Rendered video",
+            "description": f"A finished render (mp4, webm or mov), retained {duration_text(settings.result_retention_s)}."
+            " resources/read inlines files up to the documented size; larger files are downloaded from "
+            "GET /artifacts/{render_id}/final.{ext}.",
+            "mimeType": "video/mp4",
+        },
+        {
+            "uriTemplate": PREVIEW_URI_TEMPLATE,
+            "name": "watermark-preview",
+            "title": "Watermark preview",
+            "description": "A PNG frame of the render at its output size with the requested watermark applied, "
+            "published while the render awaits approval.",
+            "mimeType": "image/png",
+        },
+    ]
 
 
 @functools.cache
-def _load(name: str) -> Any:
-    return json.loads((_CATALOG_DIR / name).read_text(encoding="utf-8"))
+def _load(name: str) -> JSONValue:
+    loaded: JSONValue = json.loads((_CATALOG_DIR / name).read_text(encoding="utf-8"))
+    return loaded
 
 
-def tool_definitions() -> list[dict[str, Any]]:
+def _tools() -> list[JSONObject]:
+    return cast(list[JSONObject], _load("tools.json"))  # a list of tool objects: the file is ours
+
+
+def tool_definitions(settings: WireSettings) -> list[JSONObject]:
     """All five tools in their fixed order (render, status, approve, cancel, capabilities)."""
-    return copy.deepcopy(_load("tools.json"))
+    return cast(list[JSONObject], _filled(_tools(), durations(settings)))
 
 
 @functools.cache
-def input_schemas() -> dict[str, dict[str, Any]]:
-    return {tool["name"]: tool["inputSchema"] for tool in _load("tools.json")}
+def input_schemas() -> dict[str, JSONObject]:
+    return {str(tool["name"]): cast(JSONObject, tool["inputSchema"]) for tool in _tools()}
 
 
-def capability_summary(task_ttl_ms: int = 86_400_000, approval_timeout_s: float = 1800.0) -> dict[str, Any]:
+def capability_summary(settings: WireSettings) -> JSONObject:
     """The contract's §1 capability summary with this build's version and fingerprint and the operator's
-    task TTL and approval window filled in, so the summary never promises what the server does not do."""
-    summary = copy.deepcopy(_load("capabilities.json"))
-    summary["server"]["version"] = server_version()
-    summary["server"]["fingerprint"] = fingerprint()
-    summary["task_semantics"]["task_ttl_ms"] = task_ttl_ms
-    fallbacks = summary["negotiated_capabilities"]["fallbacks"]
-    # The contract's text names the default window; state the configured one.
-    fallbacks["approval_never_arrives"] = fallbacks["approval_never_arrives"].replace(
-        "30 minutes", duration_text(approval_timeout_s)
-    )
+    durations filled in."""
+    summary = cast(JSONObject, _filled(_load("capabilities.json"), durations(settings)))
+    server = cast(JSONObject, summary["server"])
+    summary["server"] = {**server, "version": server_version(), "fingerprint": fingerprint()}
+    semantics = cast(JSONObject, summary["task_semantics"])
+    summary["task_semantics"] = {**semantics, "task_ttl_ms": settings.task_ttl_ms}
     return summary
 
 

@@ -1,61 +1,127 @@
-"""The one vidforge error envelope and its two carriers (contract §3.4, §3.6).
+"""The vidforge error catalog: every code an agent can meet, one factory each, and the one envelope they share.
 
 [6.one-envelope]: every failure an agent can act on is the same object —
 `{code, message, details{field, value?, reason}, temporary, retry_after_ms, repair, request_id, fingerprint}`.
 Tool failures carry it as an `isError: true` result's `structuredContent` (plus a text fallback);
 JSON-RPC failures carry it in `error.data`, with `code`/`message` renamed to `machine_code`/`human_message`
-([6.rename]) so they cannot be confused with the JSON-RPC `code`/`message` beside them.
+([6.rename]) so they cannot be confused with the JSON-RPC `code`/`message` beside them; the HTTP file routes
+carry it under `error`.
+
+Errors are built here and nowhere else: `ErrorCode` lists the codes the capability summary publishes, whether one
+is `temporary` is a property of its code, and each code has one factory below. tests/test_error_catalog.py checks
+that the codes, their `temporary` flags and the published `error_catalog` agree, and that every factory is used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
-from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from mcp.shared.exceptions import MCPError
 
+from mcp_protocol.catalog import CAPABILITIES_TOOL, RENDER_TOOL, STATUS_TOOL, video_uri
 from mcp_protocol.identity import fingerprint
+from mcp_protocol.json_types import JSONObject, JSONValue
+from mcp_protocol.timefmt import duration_adjective, duration_text, iso_ms
 
+if TYPE_CHECKING:
+    from mcp_protocol.domain import RenderRequest
+
+INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
-_UNSET: Any = object()
+
+class ErrorCode(StrEnum):
+    """Every `code` vidforge answers with, in the published `error_catalog`'s order."""
+
+    SOURCE_NOT_FOUND = "source_not_found"
+    UNSUPPORTED_CODEC = "unsupported_codec"
+    WATERMARK_REJECTED = "watermark_rejected"
+    WATERMARK_APPROVAL_TIMEOUT = "watermark_approval_timeout"
+    RENDER_QUOTA_EXCEEDED = "render_quota_exceeded"
+    RENDER_FAILED = "render_failed"
+    INVALID_ARGUMENT = "invalid_argument"
+    RENDER_NOT_FOUND = "render_not_found"
+    APPROVAL_NOT_PENDING = "approval_not_pending"
+    APPROVAL_ALREADY_RECORDED = "approval_already_recorded"
+    RENDER_CANCELLED = "render_cancelled"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    UNKNOWN_TOOL = "unknown_tool"
+    ASSET_TOO_LARGE = "asset_too_large"
+    ASSET_QUOTA_EXCEEDED = "asset_quota_exceeded"
+    STORAGE_FULL = "storage_full"
+    MEDIA_LIMIT_EXCEEDED = "media_limit_exceeded"
+    RENDER_TIMEOUT = "render_timeout"
+    TASK_EXPIRED = "task_expired"
+    TASK_NOT_FOUND = "task_not_found"
+    RESOURCE_NOT_FOUND = "resource_not_found"
+    RESOURCE_TOO_LARGE = "resource_too_large"
+    UNAUTHORIZED = "unauthorized"
+    ROUTE_NOT_FOUND = "route_not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    INSUFFICIENT_SCOPE = "insufficient_scope"
+    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
+    HOST_NOT_ALLOWED = "host_not_allowed"
+    CONCURRENCY_LIMIT_EXCEEDED = "concurrency_limit_exceeded"
+    TOO_MANY_TASK_IDS = "too_many_task_ids"
+    INTERNAL_ERROR = "internal_error"
+
+
+# The codes whose request may succeed unchanged later (the server's state, not the request, was the problem).
+TEMPORARY = frozenset(
+    {
+        ErrorCode.RENDER_QUOTA_EXCEEDED,
+        ErrorCode.RENDER_FAILED,
+        ErrorCode.STORAGE_FULL,
+        ErrorCode.CONCURRENCY_LIMIT_EXCEEDED,
+        ErrorCode.INTERNAL_ERROR,
+    }
+)
+_UNSET: JSONValue = object()  # type: ignore[assignment]  # a sentinel: `details.value` is left out
+DISK_FULL_RETRY_AFTER_MS = 60_000  # a hint, not a limit: about the time for a cleanup or a sweep to free space
 
 
 def new_request_id() -> str:
     return "req_" + secrets.token_hex(8)
 
 
-@dataclass
+@dataclasses.dataclass
 class VidforgeError(Exception):
     """A contract error. Raise it anywhere below a handler; the handler picks the carrier.
 
     `value` is emitted only when set: [6.offending-value] allows echoing a value the server minted
-    or one known to be safe, never arbitrary caller input by default.
+    or one known to be safe, never arbitrary caller input by default. `jsonrpc_message` replaces `message` as the
+    JSON-RPC error's own message where the protocol fixes that text.
     """
 
-    code: str
+    code: ErrorCode
     message: str
     field: str | None
     reason: str
-    temporary: bool = False
     retry_after_ms: int | None = None
-    repair: dict[str, Any] | None = None
-    value: Any = _UNSET
+    repair: JSONObject | None = None
+    value: JSONValue = _UNSET
     text: str | None = None
     jsonrpc_code: int = INVALID_PARAMS
-    request_id: str = field(default_factory=new_request_id)
+    jsonrpc_message: str | None = None
+    request_id: str = dataclasses.field(default_factory=new_request_id)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
 
-    def envelope(self) -> dict[str, Any]:
-        details: dict[str, Any] = {"field": self.field, "reason": self.reason}
+    @property
+    def temporary(self) -> bool:
+        return self.code in TEMPORARY
+
+    def envelope(self) -> JSONObject:
+        details: JSONObject = {"field": self.field, "reason": self.reason}
         if self.value is not _UNSET:
             details["value"] = self.value
         return {
-            "code": self.code,
+            "code": self.code.value,
             "message": self.message,
             "details": details,
             "temporary": self.temporary,
@@ -66,25 +132,39 @@ class VidforgeError(Exception):
         }
 
 
-def repair(next_step: str, tool: str | None, arguments: dict[str, Any], alternative: str | None = None) -> dict:
+def repair(next_step: str, tool: str | None, arguments: JSONObject, alternative: str | None = None) -> JSONObject:
     """[6.repair-object]: a callable next step — a tool and literally callable arguments."""
-    out: dict[str, Any] = {"next_step": next_step, "tool": tool, "arguments": arguments}
+    out: JSONObject = {"next_step": next_step, "tool": tool, "arguments": arguments}
     if alternative:
         out["alternative"] = alternative
     return out
 
 
-def tool_error_result(error: VidforgeError) -> dict[str, Any]:
+def rerender_repair(request: RenderRequest, next_step: str, alternative: str) -> JSONObject:
+    """[6.repair-intent]: the caller's still-valid original arguments, literally callable."""
+    return repair(next_step, RENDER_TOOL, request.arguments(with_key=False), alternative)
+
+
+def _status_repair(render_id: str, alternative: str | None = None) -> JSONObject:
+    return repair("check_render_status", STATUS_TOOL, {"render_id": render_id}, alternative)
+
+
+# -- carriers ----------------------------------------------------------------------------------------------
+
+
+def tool_error_result(error: VidforgeError) -> JSONObject:
     """Carrier 1: a `CallToolResult` with `isError: true`, the envelope in `structuredContent`."""
     return {
         "resultType": "complete",
         "isError": True,
-        "content": [{"type": "text", "text": error.text or f"{error.code}: {error.message} {error.reason}".strip()}],
+        "content": [
+            {"type": "text", "text": error.text or f"{error.code.value}: {error.message} {error.reason}".strip()}
+        ],
         "structuredContent": error.envelope(),
     }
 
 
-def jsonrpc_error_data(error: VidforgeError) -> dict[str, Any]:
+def jsonrpc_error_data(error: VidforgeError) -> JSONObject:
     """Carrier 2: the envelope for `error.data`, `code`/`message` renamed per [6.rename]."""
     env = error.envelope()
     env["machine_code"] = env.pop("code")
@@ -94,4 +174,434 @@ def jsonrpc_error_data(error: VidforgeError) -> dict[str, Any]:
 
 def as_mcp_error(error: VidforgeError) -> MCPError:
     """Raise-able JSON-RPC form; the SDK maps `MCPError` onto the wire (and -32602 onto HTTP 400)."""
-    return MCPError(code=error.jsonrpc_code, message=error.message, data=jsonrpc_error_data(error))
+    return MCPError(
+        code=error.jsonrpc_code, message=error.jsonrpc_message or error.message, data=jsonrpc_error_data(error)
+    )
+
+
+# -- the catalog: one factory per code -----------------------------------------------------------------------
+# Render outcomes (source_not_found at render time, unsupported_codec, media_limit_exceeded, render_failed,
+# render_timeout, storage_full, watermark_*) are stored as their factory's inputs (see domain.py) and built here
+# again each time they are read.
+
+
+def source_not_found(field: str, reason: str) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.SOURCE_NOT_FOUND,
+        message="The asset URI resolves to no asset this credential can read.",
+        field=field,
+        reason=reason,
+        repair=repair(
+            "upload_asset",
+            None,
+            {},
+            "Upload the file with POST /assets (or `vidforge assets add PATH`) and pass the returned "
+            "vidforge://assets/<id> URI.",
+        ),
+    )
+
+
+def no_asset_at(uri: object) -> str:
+    """source_not_found's reason for a URI that names no asset of this credential."""
+    return (
+        f"No asset at {uri!r} for this credential (unknown id, another credential's asset, or not a "
+        "vidforge://assets/<id> URI)."
+    )
+
+
+def unsupported_codec(field: str, reason: str) -> VidforgeError:
+    """The file is not media vidforge can read, or the wrong kind for `field`."""
+    return VidforgeError(
+        code=ErrorCode.UNSUPPORTED_CODEC,
+        message="The asset cannot be rendered.",
+        field=field,
+        reason=reason,
+        repair=repair(
+            "upload_supported_asset",
+            None,
+            {},
+            "Upload an H.264/HEVC/VP8/VP9/AV1/MPEG-4 video (mp4, mov, webm, mkv) as the source and a PNG or JPEG "
+            "image as the watermark.",
+        ),
+    )
+
+
+def watermark_rejected(request: RenderRequest, note: str | None) -> VidforgeError:
+    quoted = f"'{note}'" if note else "no note given"
+    return VidforgeError(
+        code=ErrorCode.WATERMARK_REJECTED,
+        message="User declined the watermark preview; the render was not finalized.",
+        field="watermark",
+        reason=f"User note: {quoted}.",
+        repair=rerender_repair(
+            request,
+            "revise_watermark_and_rerender",
+            "Adjust `watermark.position` or `watermark.opacity` per the user's note before re-calling, "
+            "or omit `watermark` to render without one.",
+        ),
+        text=f"User rejected the watermark ({quoted}). Adjust `watermark` and re-call {RENDER_TOOL}.",
+    )
+
+
+def watermark_approval_timeout(request: RenderRequest, timeout_s: float) -> VidforgeError:
+    span = duration_text(timeout_s)
+    return VidforgeError(
+        code=ErrorCode.WATERMARK_APPROVAL_TIMEOUT,
+        message=f"No watermark approval arrived within {span}; the render was not finalized.",
+        field="watermark",
+        reason=f"Approval window of {span} elapsed without a decision.",
+        repair=rerender_repair(
+            request, "rerender_and_approve", "Re-call to start a new render, then approve the preview promptly."
+        ),
+    )
+
+
+def render_quota_exceeded(request: RenderRequest, active: int, limit: int, retry_after_ms: int) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.RENDER_QUOTA_EXCEEDED,
+        message="Concurrent-render quota reached for this credential.",
+        field=None,
+        reason=f"{active} renders in progress (limit {limit}).",
+        retry_after_ms=retry_after_ms,
+        repair=repair(
+            "retry_after_delay",
+            RENDER_TOOL,
+            request.arguments(),
+            "Wait retry_after_ms, or cancel one of your renders with vidforge_cancel_render.",
+        ),
+    )
+
+
+def render_failed(request: RenderRequest, reason: str) -> VidforgeError:
+    """A renderer fault: temporary, safe to re-call (a new job unless the idempotency key is reused)."""
+    return VidforgeError(
+        code=ErrorCode.RENDER_FAILED,
+        message="The renderer failed before the video was finished.",
+        field=None,
+        reason=reason,
+        retry_after_ms=5000,
+        repair=rerender_repair(request, "retry_render", "Re-calling starts a new render job."),
+    )
+
+
+def invalid_argument(message: str, field: str | None, reason: str, fix: JSONObject) -> VidforgeError:
+    """[3.closed-schemas] + [6.validation-as-tool-error]: `fix` is the repair (see mcp_protocol.arguments)."""
+    return VidforgeError(code=ErrorCode.INVALID_ARGUMENT, message=message, field=field, reason=reason, repair=fix)
+
+
+def render_not_found(render_id: str, retention_s: int) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.RENDER_NOT_FOUND,
+        message="No render with this render_id is visible to this credential.",
+        field="render_id",
+        reason=f"Unknown render_id, another credential's render, or past its {duration_adjective(retention_s)} "
+        "retention.",
+        repair=repair(
+            "start_new_render",
+            RENDER_TOOL,
+            {},
+            "Check the render_id you persisted; to render again, call vidforge_render_video with your original "
+            "arguments.",
+        ),
+    )
+
+
+def approval_not_pending(render_id: str, state: str) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.APPROVAL_NOT_PENDING,
+        message="This render is not awaiting watermark approval.",
+        field="render_id",
+        reason=f"Render state is {state}.",
+        repair=_status_repair(render_id),
+    )
+
+
+def approval_already_recorded(render_id: str, recorded: bool) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.APPROVAL_ALREADY_RECORDED,
+        message="A different watermark decision was already recorded for this render.",
+        field="approved",
+        reason=f"Recorded decision: approved={str(recorded).lower()}; a decision cannot be changed.",
+        repair=_status_repair(render_id),
+    )
+
+
+def render_cancelled(request: RenderRequest, idempotency_ttl_s: int) -> VidforgeError:
+    """An idempotent replay (without tasks) of a render that was cancelled."""
+    return VidforgeError(
+        code=ErrorCode.RENDER_CANCELLED,
+        message="The render this idempotency_key names was cancelled.",
+        field="idempotency_key",
+        reason=f"A cancelled render is final; its key keeps naming it for {duration_text(idempotency_ttl_s)}.",
+        repair=rerender_repair(
+            request,
+            "rerender_with_new_key",
+            "Re-call without idempotency_key (or with a new one) to start a new render.",
+        ),
+    )
+
+
+def idempotency_conflict(render_id: str) -> VidforgeError:
+    """The key already names `render_id`, created with other arguments ([3.idempotency-key]: a key means
+    one request). Not temporary: repeating the call cannot succeed; the repair reads the original render."""
+    return VidforgeError(
+        code=ErrorCode.IDEMPOTENCY_CONFLICT,
+        message="This idempotency_key already names a render that was created with different arguments.",
+        field="idempotency_key",
+        reason=f"The key names render {render_id}; a replay must repeat that call's arguments exactly.",
+        repair=_status_repair(
+            render_id,
+            "To start a different render, re-call vidforge_render_video with a new idempotency_key (or none).",
+        ),
+    )
+
+
+def unknown_tool(name: str) -> VidforgeError:
+    """The one JSON-RPC error of `tools/call` (core `server/tools.mdx`: -32602)."""
+    return VidforgeError(
+        code=ErrorCode.UNKNOWN_TOOL,
+        message=f"Unknown tool: {name}",
+        field="name",
+        reason="vidforge serves vidforge_render_video, vidforge_get_render_status, vidforge_approve_watermark, "
+        "vidforge_cancel_render and vidforge_get_capabilities.",
+        repair=repair("read_capabilities", CAPABILITIES_TOOL, {}, "Call tools/list for the current catalog."),
+    )
+
+
+def asset_too_large(limit: int) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.ASSET_TOO_LARGE,
+        message="The upload is larger than this server accepts.",
+        field="body",
+        reason=f"Assets are limited to {limit} bytes (VIDFORGE_MAX_ASSET_BYTES).",
+    )
+
+
+def asset_quota_exceeded(used: int, limit: int, retention_s: int) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.ASSET_QUOTA_EXCEEDED,
+        message="This upload would take this credential's stored assets past its storage quota.",
+        field="body",
+        reason=f"Your assets hold {used} bytes; with this upload they would pass the {limit}-byte limit "
+        f"(VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL). Assets are deleted {retention_s} s after upload "
+        "(VIDFORGE_ASSET_RETENTION_S) unless a render still uses them.",
+    )
+
+
+def storage_full(request: RenderRequest | None) -> VidforgeError:
+    """A full disk (ENOSPC, EDQUOT): a state of the server, so temporary, with a retry hint. `request`: the
+    render that ran out of space; None for an upload."""
+    if request is None:
+        message, fix = (
+            "The server has no room for this upload right now.",
+            repair("retry_after_delay", None, {}, "Upload the file again after retry_after_ms."),
+        )
+    else:
+        message, fix = (
+            "The server ran out of storage while writing the video.",
+            rerender_repair(request, "retry_after_delay", "Re-call after retry_after_ms: a new render starts."),
+        )
+    return VidforgeError(
+        code=ErrorCode.STORAGE_FULL,
+        message=message,
+        field="body" if request is None else None,
+        reason="The server's storage is full; nothing of this request was kept.",
+        retry_after_ms=DISK_FULL_RETRY_AFTER_MS,
+        repair=fix,
+    )
+
+
+def media_limit_exceeded(field: str, reason: str) -> VidforgeError:
+    """The media is over an operator limit on render cost; `reason` names the setting and the value."""
+    return VidforgeError(
+        code=ErrorCode.MEDIA_LIMIT_EXCEEDED,
+        message="The media is over a limit this server sets on what one render may cost.",
+        field=field,
+        reason=reason,
+        repair=repair(
+            "upload_smaller_asset",
+            None,
+            {},
+            "Trim, downscale or re-encode the file to within the limit named in details.reason, then upload it "
+            "again (POST /assets) and pass the new vidforge://assets/<id> URI.",
+        ),
+    )
+
+
+def render_timeout(reason: str) -> VidforgeError:
+    """A render past the operator's wall-clock limit: the same request would take as long again, so it is not
+    temporary; the way on is a cheaper render (shorter source, lower resolution) or a higher limit."""
+    return VidforgeError(
+        code=ErrorCode.RENDER_TIMEOUT,
+        message="The render was stopped: it ran past this server's time limit for one render.",
+        field=None,
+        reason=reason,
+        repair=repair(
+            "upload_smaller_asset",
+            None,
+            {},
+            "Render a shorter source or at a lower resolution (answer a watermark approval promptly: the wait "
+            "counts), or ask the operator to raise VIDFORGE_RENDER_TIMEOUT_S.",
+        ),
+    )
+
+
+def over_time_limit(limit_s: float) -> str:
+    """render_timeout's reason."""
+    return f"the render took longer than the {limit_s:g} s limit (VIDFORGE_RENDER_TIMEOUT_S)"
+
+
+def task_expired(render_id: str, output_format: str, expired_at_ms: int, retention_s: int) -> VidforgeError:
+    """Contract §3.6: after `ttlMs`, -32602 with the envelope routing to the status surface, which lasts the
+    result retention."""
+    return VidforgeError(
+        code=ErrorCode.TASK_EXPIRED,
+        message=f"Task state was deleted after its TTL; render results remain reachable for {duration_text(retention_s)}.",
+        field="taskId",
+        value=render_id,  # server-minted, known-safe per [6.offending-value]
+        reason=f"ttlMs elapsed at {iso_ms(expired_at_ms)}.",
+        repair=_status_repair(
+            render_id, f"If the render completed, read {video_uri(render_id, output_format)} directly."
+        ),
+        jsonrpc_message="Unknown or expired task.",
+    )
+
+
+def task_not_found() -> MCPError:
+    """Unknown and foreign task ids answer identically ([7.task-handles]: a foreign id is not disclosed), with the
+    SDK's own text and no envelope."""
+    return MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
+
+
+def resource_not_found(render_id: str | None, retention_s: int) -> VidforgeError:
+    """2026-07-28 retired -32002: resource not found is -32602. With `render_id`: its video or preview."""
+    if render_id is None:
+        return VidforgeError(
+            code=ErrorCode.RESOURCE_NOT_FOUND,
+            message="No such resource for this credential.",
+            field="uri",
+            reason="The URI names no capability document, video or preview this credential can read.",
+            repair=repair("list_resources", CAPABILITIES_TOOL, {}, "Use resources/list and resources/templates/list."),
+        )
+    return VidforgeError(
+        code=ErrorCode.RESOURCE_NOT_FOUND,
+        message="No finished video for this render is visible to this credential.",
+        field="uri",
+        reason="The render is unknown, not finished, another credential's, or past its "
+        f"{duration_adjective(retention_s)} retention.",
+        repair=_status_repair(render_id),
+    )
+
+
+def resource_too_large(render_id: str, size_bytes: int, limit: int, download_url: str) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.RESOURCE_TOO_LARGE,
+        message="The video is too large to inline in resources/read.",
+        field="uri",
+        reason=f"{size_bytes} bytes exceeds the {limit}-byte inline limit (VIDFORGE_MAX_INLINE_RESOURCE_BYTES).",
+        repair=repair(
+            "download_over_http",
+            STATUS_TOOL,
+            {"render_id": render_id},
+            f"Download it with GET {download_url} (same bearer token; Range requests supported).",
+        ),
+    )
+
+
+def unauthorized(reason: str) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.UNAUTHORIZED,
+        message="Unauthorized: missing or invalid bearer token.",
+        field="Authorization",
+        reason=reason,
+        jsonrpc_code=INVALID_REQUEST,
+    )
+
+
+def route_not_found(routes: str) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.ROUTE_NOT_FOUND,
+        message="No such route.",
+        field="path",
+        reason=f"vidforge serves {routes} (and GET /healthz).",
+        repair=repair("read_capabilities", CAPABILITIES_TOOL, {}, "MCP clients connect to POST /mcp."),
+    )
+
+
+def method_not_allowed(method: str, path: str, routes: str) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.METHOD_NOT_ALLOWED,
+        message=f"{method} is not allowed on {path}.",
+        field="path",
+        reason=f"vidforge serves {routes} (and GET /healthz).",
+        repair=repair("read_capabilities", CAPABILITIES_TOOL, {}, "MCP clients connect to POST /mcp."),
+    )
+
+
+def insufficient_scope(reason: str) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.INSUFFICIENT_SCOPE,
+        message="Forbidden: the access token lacks a required scope.",
+        field="Authorization",
+        reason=reason,
+        jsonrpc_code=INVALID_REQUEST,
+    )
+
+
+def origin_not_allowed() -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.ORIGIN_NOT_ALLOWED,
+        message="Forbidden: this server does not answer requests with this Origin header.",
+        field="Origin",
+        reason="Browser pages from other origins may not call this server (cross-site request and DNS-rebinding "
+        "protection). The operator can allow an origin with VIDFORGE_ALLOWED_ORIGINS.",
+        jsonrpc_code=INVALID_REQUEST,
+    )
+
+
+def host_not_allowed() -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.HOST_NOT_ALLOWED,
+        message="Forbidden: this server does not answer requests with this Host header.",
+        field="Host",
+        reason="The Host header names a server other than this one (DNS-rebinding protection). The operator can "
+        "allow a host name with VIDFORGE_ALLOWED_HOSTS or VIDFORGE_PUBLIC_URL.",
+        jsonrpc_code=INVALID_REQUEST,
+    )
+
+
+def concurrency_limit_exceeded(limit: int, what: str, setting: str, advice: str, retry_after_s: int) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.CONCURRENCY_LIMIT_EXCEEDED,
+        message=f"Too many {what} for this credential.",
+        field=None,
+        reason=f"This credential already holds {limit} {what} (limit {limit}, {setting}).",
+        retry_after_ms=retry_after_s * 1000,
+        repair=repair("retry_after_delay", None, {}, advice),
+        jsonrpc_code=INTERNAL_ERROR,
+    )
+
+
+def too_many_task_ids(count: int, limit: int) -> VidforgeError:
+    return VidforgeError(
+        code=ErrorCode.TOO_MANY_TASK_IDS,
+        message="Too many taskIds for one subscriptions/listen stream.",
+        field="notifications.taskIds",
+        reason=f"{count} taskIds; one stream listens to at most {limit} (VIDFORGE_MAX_LISTEN_TASK_IDS).",
+        repair=repair("split_subscription", None, {}, f"Listen to at most {limit} tasks a stream, or poll tasks/get."),
+    )
+
+
+def internal_error(
+    message: str, field: str | None, reason: str, retry_after_ms: int, fix: JSONObject | None = None
+) -> VidforgeError:
+    """An unexpected fault (a tool handler's, or the issuer's keys out of reach): -32603, safe to retry."""
+    return VidforgeError(
+        code=ErrorCode.INTERNAL_ERROR,
+        message=message,
+        field=field,
+        reason=reason,
+        retry_after_ms=retry_after_ms,
+        repair=fix,
+        jsonrpc_code=INTERNAL_ERROR,
+    )

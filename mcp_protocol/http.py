@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from http import HTTPStatus
-from typing import Any
 
 import pydantic_core
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -26,10 +25,12 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
+from mcp_protocol.json_types import JSONObject, JSONValue
+
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
-async def send_json(send: Send, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+async def send_json(send: Send, status: int, body: JSONValue, headers: dict[str, str] | None = None) -> None:
     payload = json.dumps(body, separators=(",", ":")).encode()
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -37,10 +38,10 @@ async def send_json(send: Send, status: int, body: Any, headers: dict[str, str] 
     await send({"type": "http.response.body", "body": payload})
 
 
-def jsonrpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
+def jsonrpc_error(code: int, message: str, data: JSONValue = None) -> JSONObject:
     """An error answering a request whose id is unknown: 2026-07-28's `JSONRPCErrorResponse` leaves `id`
     out rather than sending JSON-RPC 2.0's `null` (its `RequestId` is a string or an integer)."""
-    error: dict[str, Any] = {"code": code, "message": message}
+    error: JSONObject = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "error": error}

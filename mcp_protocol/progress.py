@@ -12,11 +12,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+
+from mcp_protocol.domain import Phase, TaskRecord
 
 # The working phases a render reports; awaiting approval is a status of its own (input_required), with the
 # contract's fixed message, and the registry adds "queued" before and "done" after.
-PROBING, RENDERING, MUXING = "probing", "rendering", "muxing"
+PROBING, RENDERING, MUXING = Phase.PROBING, Phase.RENDERING, Phase.MUXING
 LIVE_PHASES = (PROBING, RENDERING, MUXING)
 
 
@@ -25,19 +26,18 @@ class RenderProgress:
     """Where a render stands. `frames_total` is 0 until the source is probed; `fps` is None until there is a
     measured encoding speed (and again while muxing, when no frames are being encoded)."""
 
-    phase: str
+    phase: Phase
     frames_done: int = 0
     frames_total: int = 0
     fps: float | None = None  # frames encoded per wall-clock second, all segments together
     source_fps: float | None = None  # the source's frame rate: fps / source_fps is the speed in x real time
 
     @classmethod
-    def of(cls, rec: dict[str, Any]) -> RenderProgress:
-        """The progress a task record carries (records written before live progress lack the speed fields)."""
-        return cls(rec["phase"], rec.get("frames_done", 0), rec.get("frames_total", 0), rec.get("fps"),
-                   rec.get("source_fps"))
+    def of(cls, rec: TaskRecord) -> RenderProgress:
+        """The progress a task record carries."""
+        return cls(rec.phase, rec.frames_done, rec.frames_total, rec.fps, rec.source_fps)
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> dict[str, Phase | int | float | None]:
         """The record fields this report sets (the registry's `set_progress` keywords)."""
         return asdict(self)
 
@@ -68,10 +68,11 @@ class RenderProgress:
             return f"{head}, muxing the output file."
         if done == total:
             return f"{head}, encoding done."
-        if self.fps is None:
+        eta_s = self.eta_s
+        if self.fps is None or eta_s is None:
             return f"{head}, encoding; measuring speed."
         speed = f"{self.fps:.1f} fps" + (f" ({self.realtime:.2f}x real time)" if self.realtime else "")
-        return f"{head}, encoding at {speed}, about {eta_text(self.eta_s)} left."
+        return f"{head}, encoding at {speed}, about {eta_text(eta_s)} left."
 
 
 def eta_text(seconds: float) -> str:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -30,19 +30,22 @@ from mcp_types import (
     SubscriptionsListenRequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.requests import Request
 
-from mcp_protocol import views
+from mcp_protocol import errors, views
 from mcp_protocol.catalog import (
-    CAPABILITIES_TOOL,
     CAPABILITIES_URI,
-    RESOURCE_TEMPLATES,
     capability_summary,
     input_schemas,
+    resource_templates,
     tool_definitions,
 )
-from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
+from mcp_protocol.domain import TaskRecord
+from mcp_protocol.errors import VidforgeError, as_mcp_error
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
-from mcp_protocol.service import RenderService
+from mcp_protocol.json_types import JSONObject
+from mcp_protocol.render_service import RenderService, WireSettings
 from mcp_protocol.tasks import (
     SUBSCRIPTION_ID_META_KEY,
     StreamNotification,
@@ -51,7 +54,7 @@ from mcp_protocol.tasks import (
     UpdateTaskParams,
     missing_tasks_capability,
 )
-from mcp_protocol.tools import ToolCalls, unknown_tool
+from mcp_protocol.tools import ToolCalls
 from mcp_protocol.views import Caller
 
 DISCOVERY_TTL_MS = 3_600_000
@@ -65,11 +68,15 @@ INSTRUCTIONS = (
     "vidforge_get_capabilities) first: it states the task semantics, fallbacks and error catalog."
 )
 
+# The SDK's per-request context on the HTTP transport (`request` is the Starlette request); vidforge uses no
+# lifespan state.
+RequestContext: TypeAlias = ServerRequestContext[Any, Request]
+
 _VIDEO_URI = re.compile(r"^vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)$")
 _PREVIEW_URI = re.compile(r"^vidforge://renders/(?P<id>[A-Za-z0-9_-]{1,128})/watermark-preview\.png$")
 
 
-def discover_result() -> dict[str, Any]:
+def discover_result() -> JSONObject:
     """Contract §1: exactly these capabilities, `ttlMs` 3 600 000, private scope."""
     return {
         "resultType": "complete",
@@ -85,7 +92,7 @@ def discover_result() -> dict[str, Any]:
     }
 
 
-def caller_of(ctx: Any) -> Caller:
+def caller_of(ctx: RequestContext) -> Caller:
     """Per-request negotiated capabilities ([1.negotiated-caps]) and the authenticated principal.
 
     Only a 2026-07-28 request negotiates per request. A handshake-era (2025) request resolves to no tasks
@@ -106,7 +113,7 @@ def caller_of(ctx: Any) -> Caller:
     return Caller(principal=principal, tasks=TASKS_EXTENSION in extensions, elicitation_form=form)
 
 
-def require_modern(ctx: Any) -> None:
+def require_modern(ctx: RequestContext) -> None:
     """`tasks/*` exist only on the 2026-07-28 wire (ext-tasks). On a 2025 connection they are unknown
     methods (-32601), as `subscriptions/listen` already is: the server advertised no 2025-11-25 `tasks`
     capability at `initialize`, and that revision's `tasks/get`/`tasks/cancel` are a different design."""
@@ -114,19 +121,8 @@ def require_modern(ctx: Any) -> None:
         raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
 
 
-def _headers(ctx: Any) -> Any:
+def _headers(ctx: RequestContext) -> Headers | None:
     return ctx.request.headers if ctx.request is not None else None
-
-
-def resource_not_found() -> VidforgeError:
-    """2026-07-28 retired -32002: resource not found is -32602."""
-    return VidforgeError(
-        code="resource_not_found",
-        message="No such resource for this credential.",
-        field="uri",
-        reason="The URI names no capability document, video or preview this credential can read.",
-        repair=repair("list_resources", CAPABILITIES_TOOL, {}, "Use resources/list and resources/templates/list."),
-    )
 
 
 def resource_error(error: VidforgeError, uri: str) -> MCPError:
@@ -137,63 +133,47 @@ def resource_error(error: VidforgeError, uri: str) -> MCPError:
     return mcp_error
 
 
-@dataclass(frozen=True)
-class ListenLimits:
-    """Operator bounds on one `subscriptions/listen` stream (defaults: serve_app's `Config`)."""
-
-    max_task_ids: int  # VIDFORGE_MAX_LISTEN_TASK_IDS
-    idle_s: float  # VIDFORGE_LISTEN_IDLE_S
-
-
-def too_many_task_ids(count: int, limit: int) -> MCPError:
-    error = VidforgeError(
-        code="too_many_task_ids",
-        message="Too many taskIds for one subscriptions/listen stream.",
-        field="notifications.taskIds",
-        reason=f"{count} taskIds; one stream listens to at most {limit} (VIDFORGE_MAX_LISTEN_TASK_IDS).",
-        repair=repair("split_subscription", None, {}, f"Listen to at most {limit} tasks a stream, or poll tasks/get."),
-    )
-    return as_mcp_error(error)
-
-
 class VidforgeServer:
     """Builds the SDK server wired to a `RenderService`."""
 
-    def __init__(self, service: RenderService, listen_limits: ListenLimits) -> None:
+    def __init__(self, service: RenderService, settings: WireSettings) -> None:
         self.service = service
-        self.listen_limits = listen_limits
-        self.tools = ToolCalls(service)
-        self.tasks = TaskMethods(service)
+        self.settings = settings
+        self.tools = ToolCalls(service, settings)
+        self.tasks = TaskMethods(service, settings)
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=server_version(),
             instructions=INSTRUCTIONS,
             get_tool_input_schema=lambda name: input_schemas().get(name),
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_templates,
-            on_read_resource=self._read_resource,
         )
         self.server.extensions[TASKS_EXTENSION] = {}
-        self.server.add_request_handler("server/discover", RequestParams, self._discover)
-        self.server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, self._listen)
-        self.server.add_request_handler("tasks/get", TaskParams, self._tasks_get)
-        self.server.add_request_handler("tasks/update", UpdateTaskParams, self._tasks_update)
-        self.server.add_request_handler("tasks/cancel", TaskParams, self._tasks_cancel)
+        # Registered as plain request handlers (the constructor's `on_*` hooks do the same, but are typed for the
+        # SDK's result models): the contract's shapes are built here, as JSON.
+        handle = self.server.add_request_handler
+        handle("server/discover", RequestParams, self._discover)
+        handle("tools/list", PaginatedRequestParams, self._list_tools)
+        handle("tools/call", CallToolRequestParams, self._call_tool)
+        handle("resources/list", PaginatedRequestParams, self._list_resources)
+        handle("resources/templates/list", PaginatedRequestParams, self._list_templates)
+        handle("resources/read", ReadResourceRequestParams, self._read_resource)
+        handle("subscriptions/listen", SubscriptionsListenRequestParams, self._listen)
+        handle("tasks/get", TaskParams, self._tasks_get)
+        handle("tasks/update", UpdateTaskParams, self._tasks_update)
+        handle("tasks/cancel", TaskParams, self._tasks_cancel)
 
-    async def _discover(self, ctx: Any, params: Any) -> dict[str, Any]:
+    async def _discover(self, ctx: RequestContext, params: RequestParams) -> JSONObject:
         return discover_result()
 
-    async def _list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
-        return {"resultType": "complete", "tools": tool_definitions(), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+    async def _list_tools(self, ctx: RequestContext, params: PaginatedRequestParams | None) -> JSONObject:
+        return {"resultType": "complete", "tools": tool_definitions(self.settings), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
 
-    async def _call_tool(self, ctx: Any, params: CallToolRequestParams) -> dict[str, Any]:
+    async def _call_tool(self, ctx: RequestContext, params: CallToolRequestParams) -> JSONObject:
         if not self.tools.known(params.name):
-            raise as_mcp_error(unknown_tool(params.name))
+            raise as_mcp_error(errors.unknown_tool(params.name))
         return await self.tools.call(caller_of(ctx), params.name, params.arguments)
 
-    async def _list_resources(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
+    async def _list_resources(self, ctx: RequestContext, params: PaginatedRequestParams | None) -> JSONObject:
         return {
             "resultType": "complete",
             "resources": [
@@ -209,43 +189,42 @@ class VidforgeServer:
             "cacheScope": "private",
         }
 
-    async def _list_templates(self, ctx: Any, params: PaginatedRequestParams | None) -> dict[str, Any]:
-        return {"resultType": "complete", "resourceTemplates": RESOURCE_TEMPLATES, "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+    async def _list_templates(self, ctx: RequestContext, params: PaginatedRequestParams | None) -> JSONObject:
+        return {"resultType": "complete", "resourceTemplates": resource_templates(self.settings), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
 
-    async def _read_resource(self, ctx: Any, params: ReadResourceRequestParams) -> dict[str, Any]:
+    async def _read_resource(self, ctx: RequestContext, params: ReadResourceRequestParams) -> JSONObject:
         uri = str(params.uri)
         principal = caller_of(ctx).principal
         if uri == CAPABILITIES_URI:
-            settings = self.service.settings
-            summary = capability_summary(settings.task_ttl_ms, settings.approval_timeout_s)
+            summary = capability_summary(self.settings)
             contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(summary, indent=2)}
             return {"resultType": "complete", "contents": [contents], "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
         try:
             if match := _VIDEO_URI.match(uri):
                 artifact, data = await self.service.read_video(principal, match["id"], match["ext"])
-                mime = artifact["mime"]
+                mime = artifact.mime
             elif match := _PREVIEW_URI.match(uri):
                 data, mime = await self.service.read_preview(principal, match["id"]), "image/png"
             else:
-                raise resource_not_found()
+                raise errors.resource_not_found(None, self.settings.result_retention_s)
         except VidforgeError as error:
             raise resource_error(error, uri) from None
         contents = {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
         return {"resultType": "complete", "contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
 
-    async def _tasks_get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+    async def _tasks_get(self, ctx: RequestContext, params: TaskParams) -> JSONObject:
         require_modern(ctx)
         return await self.tasks.get(caller_of(ctx), _headers(ctx), params)
 
-    async def _tasks_update(self, ctx: Any, params: UpdateTaskParams) -> dict[str, Any]:
+    async def _tasks_update(self, ctx: RequestContext, params: UpdateTaskParams) -> JSONObject:
         require_modern(ctx)
         return await self.tasks.update(caller_of(ctx), _headers(ctx), params)
 
-    async def _tasks_cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+    async def _tasks_cancel(self, ctx: RequestContext, params: TaskParams) -> JSONObject:
         require_modern(ctx)
         return await self.tasks.cancel(caller_of(ctx), _headers(ctx), params)
 
-    async def _listen(self, ctx: Any, params: SubscriptionsListenRequestParams) -> dict[str, Any]:
+    async def _listen(self, ctx: RequestContext, params: SubscriptionsListenRequestParams) -> JSONObject:
         """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) whenever the
         status or `statusMessage` of a requested task changes: live progress is a poll-sooner signal too, and
         its rate is bounded where it is produced (the render driver reports at most twice a second). Tools
@@ -258,52 +237,54 @@ class VidforgeServer:
         polling stays authoritative).
         """
         caller = caller_of(ctx)
-        limits = self.listen_limits
+        limits = self.settings
         subscription_id = ctx.request_id
         meta = {SUBSCRIPTION_ID_META_KEY: subscription_id}
         requested = params.notifications.model_dump(by_alias=True, exclude_none=True)
         task_ids = requested.pop("taskIds", None)
         honored = {k: v for k, v in requested.items() if k in ("toolsListChanged", "resourcesListChanged") and v}
         list_changes = bool(honored)
-        records: dict[str, dict[str, Any]] = {}
+        records: dict[str, TaskRecord] = {}
         if task_ids is not None:
             if not caller.tasks:
                 raise missing_tasks_capability()
             if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
                 raise MCPError(code=-32602, message="notifications.taskIds must be an array of strings")
-            if len(task_ids) > limits.max_task_ids:
-                raise too_many_task_ids(len(task_ids), limits.max_task_ids)
+            if len(task_ids) > limits.max_listen_task_ids:
+                raise as_mcp_error(errors.too_many_task_ids(len(task_ids), limits.max_listen_task_ids))
             wanted = list(dict.fromkeys(task_ids))
             visible = await self.service.watch(caller.principal, wanted, {}, LOOKUP_WAIT_S)
-            found = {rec["task_id"]: rec for rec in visible}
+            found = {rec.task_id: rec for rec in visible}
             records = {task_id: found[task_id] for task_id in wanted if task_id in found}
             honored["taskIds"] = list(records)
 
-        async def send(method: str, body: dict[str, Any]) -> None:
+        async def send(method: str, body: JSONObject) -> None:
             await ctx.session.send_notification(
-                StreamNotification(method=method, params={**body, "_meta": meta}),
+                # Its types list no extension notification, but the session sends any method/params model.
+                StreamNotification(method=method, params={**body, "_meta": meta}),  # type: ignore[arg-type]
                 related_request_id=subscription_id,
             )
 
         await send("notifications/subscriptions/acknowledged", {"notifications": honored})
-        last_sent = {task_id: (rec["status"], views.status_message(rec, caller)) for task_id, rec in records.items()}
-        versions = {task_id: rec["version"] for task_id, rec in records.items()}
-        idle_deadline = anyio.current_time() + limits.idle_s
-        while records and not all(views.is_terminal(r) for r in records.values()):
+        last_sent = {task_id: (rec.status.value, views.status_message(rec, caller)) for task_id, rec in records.items()}
+        versions = {task_id: rec.version for task_id, rec in records.items()}
+        idle_deadline = anyio.current_time() + limits.listen_idle_s
+        while records and not all(r.status.terminal for r in records.values()):
             remaining = idle_deadline - anyio.current_time()
             if remaining <= 0:
                 break
             wait_s = min(LISTEN_WAIT_S, remaining)
             for rec in await self.service.watch(caller.principal, list(records), versions, wait_s):
-                records[rec["task_id"]] = rec
-                versions[rec["task_id"]] = rec["version"]
-                task = views.detailed_task(rec, caller)
-                if (task["status"], task["statusMessage"]) != last_sent[rec["task_id"]]:
-                    last_sent[rec["task_id"]] = (task["status"], task["statusMessage"])
+                records[rec.task_id] = rec
+                versions[rec.task_id] = rec.version
+                task = views.detailed_task(rec, caller, self.settings.result_retention_s)
+                shown = (rec.status.value, views.status_message(rec, caller))
+                if shown != last_sent[rec.task_id]:
+                    last_sent[rec.task_id] = shown
                     task.pop("resultType")
                     await send("notifications/tasks", task)
-                    idle_deadline = anyio.current_time() + limits.idle_s
+                    idle_deadline = anyio.current_time() + limits.listen_idle_s
         if not records and list_changes:
             # Only never-firing list-change opt-ins: hold the stream, but not forever.
-            await anyio.sleep(limits.idle_s)
+            await anyio.sleep(limits.listen_idle_s)
         return {"resultType": "complete", "_meta": meta}

@@ -8,19 +8,20 @@ Served as plain request handlers on the SDK's low-level server: `tasks/get`, `ta
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal
 
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import decode_header_value
 from mcp_types import RequestParams
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_protocol import views
-from mcp_protocol.catalog import STATUS_TOOL, video_uri
-from mcp_protocol.errors import VidforgeError, as_mcp_error, repair
+from mcp_protocol import errors, views
+from mcp_protocol.domain import TaskRecord
+from mcp_protocol.errors import as_mcp_error
 from mcp_protocol.identity import TASKS_EXTENSION
-from mcp_protocol.service import RenderService
-from mcp_protocol.timefmt import iso_ms
+from mcp_protocol.json_types import JSONObject
+from mcp_protocol.render_service import RenderService, WireSettings
 from mcp_protocol.views import Caller
 
 HEADER_MISMATCH = -32020
@@ -34,7 +35,7 @@ class TaskParams(RequestParams):
 
 
 class UpdateTaskParams(TaskParams):
-    input_responses: dict[str, Any] = Field(alias="inputResponses")
+    input_responses: dict[str, object] = Field(alias="inputResponses")  # each checked by `approval_answer`
 
 
 class StreamNotification(BaseModel):
@@ -46,7 +47,7 @@ class StreamNotification(BaseModel):
 
     jsonrpc: Literal["2.0"] = "2.0"
     method: str
-    params: dict[str, Any]
+    params: dict[str, object]  # JSON built by this server (a DetailedTask, an acknowledgement)
 
 
 def missing_tasks_capability() -> MCPError:
@@ -58,7 +59,7 @@ def missing_tasks_capability() -> MCPError:
     )
 
 
-def check_mcp_name(headers: Any, task_id: str) -> None:
+def check_mcp_name(headers: Mapping[str, str] | None, task_id: str) -> None:
     """ext-tasks HTTP routing: a present `Mcp-Name` MUST equal `params.taskId` (the SDK checks only core methods).
 
     An absent one is served: the header exists so gateways can route without parsing the body, and this
@@ -73,34 +74,7 @@ def check_mcp_name(headers: Any, task_id: str) -> None:
         )
 
 
-def task_not_found() -> MCPError:
-    """Unknown and foreign ids answer identically ([7.task-handles]: a foreign id is not disclosed)."""
-    return MCPError(code=-32602, message="Failed to retrieve task: Task not found")
-
-
-def task_expired(rec: dict[str, Any]) -> MCPError:
-    """Contract §3.6: after `ttlMs`, -32602 with the envelope routing to the 7-day status surface."""
-    render_id = rec["task_id"]
-    ext = rec["arguments"].get("output_format", "mp4")
-    error = VidforgeError(
-        code="task_expired",
-        message="Task state was deleted after its TTL; render results remain reachable for 7 days.",
-        field="taskId",
-        value=render_id,  # server-minted, known-safe per [6.offending-value]
-        reason=f"ttlMs elapsed at {iso_ms(rec['created_at_ms'] + rec['ttl_ms'])}.",
-        repair=repair(
-            "check_render_status",
-            STATUS_TOOL,
-            {"render_id": render_id},
-            f"If the render completed, read {video_uri(render_id, ext)} directly.",
-        ),
-    )
-    mcp_error = as_mcp_error(error)
-    mcp_error.error.message = "Unknown or expired task."
-    return mcp_error
-
-
-def approval_answer(response: Any) -> tuple[bool, str | None] | None:
+def approval_answer(response: object) -> tuple[bool, str | None] | None:
     """Read an elicitation answer: accept → the form's decision; decline → a rejection; cancel → no answer."""
     if not isinstance(response, dict):
         return None
@@ -118,38 +92,42 @@ def approval_answer(response: Any) -> tuple[bool, str | None] | None:
 
 
 class TaskMethods:
-    def __init__(self, service: RenderService) -> None:
+    def __init__(self, service: RenderService, settings: WireSettings) -> None:
         self._service = service
+        self._settings = settings
 
-    async def _record(self, caller: Caller, headers: Any, task_id: str) -> dict[str, Any]:
+    async def _record(self, caller: Caller, headers: Mapping[str, str] | None, task_id: str) -> TaskRecord:
         check_mcp_name(headers, task_id)
         if not caller.tasks:
             raise missing_tasks_capability()
         rec = await self._service.get_render(caller.principal, task_id)
         if rec is None:
-            raise task_not_found()
-        if time.time() * 1000 > rec["created_at_ms"] + rec["ttl_ms"]:
-            raise task_expired(rec)
+            raise errors.task_not_found()
+        expired_at_ms = rec.created_at_ms + rec.ttl_ms
+        if time.time() * 1000 > expired_at_ms:
+            retention_s = self._settings.result_retention_s
+            raise as_mcp_error(errors.task_expired(task_id, rec.request.output_format, expired_at_ms, retention_s))
         return rec
 
-    async def get(self, caller: Caller, headers: Any, params: TaskParams) -> dict[str, Any]:
+    async def get(self, caller: Caller, headers: Mapping[str, str] | None, params: TaskParams) -> JSONObject:
         """`tasks/get` → the DetailedTask with `resultType: "complete"`, terminal payloads inline."""
-        return views.detailed_task(await self._record(caller, headers, params.task_id), caller)
+        rec = await self._record(caller, headers, params.task_id)
+        return views.detailed_task(rec, caller, self._settings.result_retention_s)
 
-    async def update(self, caller: Caller, headers: Any, params: UpdateTaskParams) -> dict[str, Any]:
+    async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
         """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored."""
         rec = await self._record(caller, headers, params.task_id)
         for key, response in params.input_responses.items():
-            if key != rec.get("input_key"):
+            if rec.pending is None or key != rec.pending.key:
                 continue
             answer = approval_answer(response)
             if answer is not None:
                 approved, note = answer
-                await self._service.answer_approval(caller.principal, rec["task_id"], approved, note, key=key)
+                await self._service.answer_approval(caller.principal, rec.task_id, approved, note, key=key)
         return {"resultType": "complete"}
 
-    async def cancel(self, caller: Caller, headers: Any, params: TaskParams) -> dict[str, Any]:
+    async def cancel(self, caller: Caller, headers: Mapping[str, str] | None, params: TaskParams) -> JSONObject:
         """`tasks/cancel` → empty ack, cooperative, idempotent on terminal tasks."""
         rec = await self._record(caller, headers, params.task_id)
-        await self._service.cancel_render(caller.principal, rec["task_id"])
+        await self._service.cancel_render(caller.principal, rec.task_id)
         return {"resultType": "complete"}

@@ -1,20 +1,35 @@
 """Task records → wire shapes: the native DetailedTask (ext-tasks) and the fallback mirrors (contract §4).
 
-A task record is the plain dict the TaskRegistry owns (see `actors/task_registry.py`). Both views read
-the same record, so the native and fallback surfaces can never disagree about a render.
+Both views read the same `TaskRecord` (the TaskRegistry's), so the native and fallback surfaces can never
+disagree about a render. A finished render's result is built from its stored end by `mcp_protocol.results`,
+with the retention in force when it is read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
 
 from mcp_protocol.catalog import APPROVE_TOOL, STATUS_TOOL, preview_uri
+from mcp_protocol.domain import Phase, Succeeded, TaskRecord, TaskStatus
+from mcp_protocol.json_types import JSONObject
 from mcp_protocol.progress import LIVE_PHASES, RenderProgress
+from mcp_protocol.results import end_error, end_result
 from mcp_protocol.timefmt import duration_text, iso_ms
 
-TERMINAL = ("completed", "failed", "cancelled")
-FALLBACK_TERMINAL_STATES = ["succeeded", "failed", "cancelled"]
+
+class FallbackState(StrEnum):
+    """A render's `state` on the fallback surface (contract §4), for clients without the tasks extension."""
+
+    QUEUED = "queued"
+    RENDERING = "rendering"
+    AWAITING_WATERMARK_APPROVAL = "awaiting_watermark_approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # completed with an error result (never the ext-tasks status, which vidforge never uses)
+    CANCELLED = "cancelled"
+
+
+FALLBACK_TERMINAL_STATES = [FallbackState.SUCCEEDED, FallbackState.FAILED, FallbackState.CANCELLED]
 
 
 @dataclass(frozen=True)
@@ -26,72 +41,64 @@ class Caller:
     elicitation_form: bool = False
 
 
-def is_terminal(rec: dict[str, Any]) -> bool:
-    return rec["status"] in TERMINAL
-
-
-def progress_fraction(rec: dict[str, Any]) -> float | None:
-    if rec["status"] == "completed" and not rec["result"].get("isError"):
+def progress_fraction(rec: TaskRecord) -> float | None:
+    if isinstance(rec.end, Succeeded):
         return 1.0
     return RenderProgress.of(rec).fraction
 
 
-def _approval_message(rec: dict[str, Any], caller: Caller) -> str:
-    req = rec.get("input_request") or {}
-    uri = req.get("preview_uri") or preview_uri(rec["task_id"])
-    timeout_s = float(req.get("timeout_s", 1800))
+def _approval_message(rec: TaskRecord, timeout_s: float, caller: Caller) -> str:
     text = (
-        f"Waiting for user approval of the watermark preview at {uri}. "
+        f"Waiting for user approval of the watermark preview at {preview_uri(rec.task_id)}. "
         f"Unanswered approvals time out after {duration_text(timeout_s)}."
     )
     if not caller.elicitation_form:
         # ext-tasks: no ElicitRequest the request did not declare, so name the callable surface instead.
         text += (
-            f" To answer, call `{APPROVE_TOOL}` with `{{render_id: '{rec['task_id']}', approved: true|false}}`"
+            f" To answer, call `{APPROVE_TOOL}` with `{{render_id: '{rec.task_id}', approved: true|false}}`"
             " (add `note` when rejecting)."
         )
     return text
 
 
-def status_message(rec: dict[str, Any], caller: Caller) -> str:
+def status_message(rec: TaskRecord, caller: Caller) -> str:
     """`statusMessage` carries progress after creation ([7.progress-token]): while a render works, the live
     figures (percent, frames, speed, ETA, phase; see `RenderProgress.message`), monotonic with the frames.
     Awaiting approval it is the contract's fixed text; otherwise the message the registry recorded."""
-    status = rec["status"]
-    if status == "input_required":
-        return _approval_message(rec, caller)
-    if status == "working" and rec.get("phase") in LIVE_PHASES:
+    if rec.pending is not None:
+        return _approval_message(rec, rec.pending.timeout_s, caller)
+    if rec.status is TaskStatus.WORKING and rec.phase in LIVE_PHASES:
         return RenderProgress.of(rec).message()
-    return rec.get("status_message") or ""
+    return rec.status_message
 
 
-def _task_fields(rec: dict[str, Any], caller: Caller) -> dict[str, Any]:
+def _task_fields(rec: TaskRecord, caller: Caller) -> JSONObject:
     return {
-        "taskId": rec["task_id"],
-        "status": rec["status"],
+        "taskId": rec.task_id,
+        "status": rec.status.value,
         "statusMessage": status_message(rec, caller),
-        "createdAt": iso_ms(rec["created_at_ms"]),
-        "lastUpdatedAt": iso_ms(rec["last_updated_at_ms"]),
-        "ttlMs": rec["ttl_ms"],
-        "pollIntervalMs": rec["poll_interval_ms"],
+        "createdAt": iso_ms(rec.created_at_ms),
+        "lastUpdatedAt": iso_ms(rec.last_updated_at_ms),
+        "ttlMs": rec.ttl_ms,
+        "pollIntervalMs": rec.poll_interval_ms,
     }
 
 
-def create_task_result(rec: dict[str, Any], caller: Caller) -> dict[str, Any]:
+def create_task_result(rec: TaskRecord, caller: Caller) -> JSONObject:
     """ext-tasks CreateTaskResult: flat, `resultType: "task"` — sent only once the task is durable."""
     return {"resultType": "task", **_task_fields(rec, caller)}
 
 
-def approval_input_request(rec: dict[str, Any]) -> dict[str, Any]:
+def approval_input_request(rec: TaskRecord) -> JSONObject:
     """The form `elicitation/create` of contract §3.3."""
-    req = rec.get("input_request") or {}
-    uri = req.get("preview_uri") or preview_uri(rec["task_id"])
+    watermark = rec.request.watermark
+    position, opacity = (watermark.position, watermark.opacity) if watermark else ("bottom_right", 1.0)
     return {
         "method": "elicitation/create",
         "params": {
             "mode": "form",
-            "message": f"Approve this watermark? Preview: {uri} ({req.get('position', 'bottom_right')}, "
-            f"opacity {req.get('opacity', 1.0):g}). Rejecting ends the render.",
+            "message": f"Approve this watermark? Preview: {preview_uri(rec.task_id)} ({position}, "
+            f"opacity {opacity:g}). Rejecting ends the render.",
             "requestedSchema": {
                 "type": "object",
                 "required": ["approved"],
@@ -100,56 +107,55 @@ def approval_input_request(rec: dict[str, Any]) -> dict[str, Any]:
                         "type": "boolean",
                         "description": "true to continue the render with this watermark; false to reject and end it.",
                     },
-                    "note": {"type": "string", "description": "Optional reason or requested adjustment when rejecting."},
+                    "note": {
+                        "type": "string",
+                        "description": "Optional reason or requested adjustment when rejecting.",
+                    },
                 },
             },
         },
     }
 
 
-def detailed_task(rec: dict[str, Any], caller: Caller) -> dict[str, Any]:
+def detailed_task(rec: TaskRecord, caller: Caller, retention_s: int) -> JSONObject:
     """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params)."""
-    body = {"resultType": "complete", **_task_fields(rec, caller)}
-    status = rec["status"]
-    if status == "input_required":
-        pending = rec.get("input_key") and not rec.get("approval")
+    body: JSONObject = {"resultType": "complete", **_task_fields(rec, caller)}
+    if rec.pending is not None:
+        pending = rec.approval is None
         body["inputRequests"] = (
-            {rec["input_key"]: approval_input_request(rec)} if pending and caller.elicitation_form else {}
+            {rec.pending.key: approval_input_request(rec)} if pending and caller.elicitation_form else {}
         )
-    elif status == "completed":
-        body["result"] = rec["result"]
-    elif status == "failed":
-        body["error"] = rec["error"]
+    elif rec.status is TaskStatus.COMPLETED:
+        body["result"] = end_result(rec, retention_s)
     return body
 
 
-def fallback_state(rec: dict[str, Any]) -> str:
-    status = rec["status"]
-    if status == "working":
-        return "queued" if rec.get("phase") == "queued" else "rendering"
-    if status == "input_required":
-        return "awaiting_watermark_approval"
-    if status == "completed":
-        return "failed" if rec["result"].get("isError") else "succeeded"
-    return status  # failed | cancelled
+def fallback_state(rec: TaskRecord) -> FallbackState:
+    if rec.status is TaskStatus.WORKING:
+        return FallbackState.QUEUED if rec.phase is Phase.QUEUED else FallbackState.RENDERING
+    if rec.status is TaskStatus.INPUT_REQUIRED:
+        return FallbackState.AWAITING_WATERMARK_APPROVAL
+    if rec.status is TaskStatus.COMPLETED:
+        return FallbackState.SUCCEEDED if isinstance(rec.end, Succeeded) else FallbackState.FAILED
+    return FallbackState.CANCELLED
 
 
-def _status_follow_up(render_id: str) -> dict[str, Any]:
+def _status_follow_up(render_id: str) -> JSONObject:
     return {"next_step": "poll_render_status", "tool": STATUS_TOOL, "arguments": {"render_id": render_id}}
 
 
-def accepted_result(rec: dict[str, Any], expires_ms: int) -> dict[str, Any]:
+def accepted_result(rec: TaskRecord, retention_s: int) -> JSONObject:
     """Contract §4 create for clients without the tasks extension: `status: "accepted"` right away.
 
     Only for a render still in flight; an idempotent replay of a finished one answers what it ended with
     (see `ToolCalls._render`)."""
-    render_id = rec["task_id"]
-    structured = {
+    render_id = rec.task_id
+    structured: JSONObject = {
         "status": "accepted",
         "render_id": render_id,
-        "state": fallback_state(rec),
-        "poll_after_ms": rec["poll_interval_ms"],
-        "expires_at": iso_ms(expires_ms),
+        "state": fallback_state(rec).value,
+        "poll_after_ms": rec.poll_interval_ms,
+        "expires_at": iso_ms(rec.expires_ms(retention_s)),
         "follow_up": _status_follow_up(render_id),
     }
     return {
@@ -160,46 +166,39 @@ def accepted_result(rec: dict[str, Any], expires_ms: int) -> dict[str, Any]:
     }
 
 
-def error_envelope_of(rec: dict[str, Any]) -> dict[str, Any] | None:
-    """The §6 envelope of a failed render, whichever carrier it arrived on."""
-    if rec["status"] == "completed" and rec["result"].get("isError"):
-        return rec["result"]["structuredContent"]
-    if rec["status"] == "failed":
-        data = dict(rec["error"].get("data") or {})
-        data["code"] = data.pop("machine_code", "render_failed")
-        data["message"] = data.pop("human_message", rec["error"].get("message", ""))
-        return data
-    return None
+def error_envelope_of(rec: TaskRecord) -> JSONObject | None:
+    """The §6 envelope of a render that ended in an error; None for any other."""
+    error = end_error(rec)
+    return error.envelope() if error is not None else None
 
 
-def render_status(rec: dict[str, Any], expires_ms: int) -> dict[str, Any]:
+def render_status(rec: TaskRecord, retention_s: int) -> JSONObject:
     """`vidforge_get_render_status`: mirrors the native signals for clients without tasks."""
-    render_id = rec["task_id"]
+    render_id = rec.task_id
     state = fallback_state(rec)
-    terminal = is_terminal(rec)
-    out: dict[str, Any] = {
+    terminal = rec.status.terminal
+    out: JSONObject = {
         "render_id": render_id,
-        "state": state,
+        "state": state.value,
         "terminal": terminal,
-        "poll_after_ms": 0 if terminal else rec["poll_interval_ms"],
+        "poll_after_ms": 0 if terminal else rec.poll_interval_ms,
     }
     if (fraction := progress_fraction(rec)) is not None:
         out["progress"] = fraction
-    out["status_message"] = status_message(rec, Caller(principal=rec["principal"]))
-    if state == "awaiting_watermark_approval":
-        deadline = rec.get("approval_deadline_ms")
-        if deadline:
-            out["status_message"] = f"Waiting for watermark approval; times out {iso_ms(deadline)}."
-        out["watermark_preview_uri"] = (rec.get("input_request") or {}).get("preview_uri") or preview_uri(render_id)
-    out["expires_at"] = iso_ms(expires_ms)
-    out["terminal_states"] = list(FALLBACK_TERMINAL_STATES)
-    if state == "succeeded":
-        sc = rec["result"]["structuredContent"]
+    out["status_message"] = status_message(rec, Caller(principal=rec.principal))
+    if rec.pending is not None:
+        out["status_message"] = f"Waiting for watermark approval; times out {iso_ms(rec.pending.deadline_ms)}."
+        out["watermark_preview_uri"] = preview_uri(render_id)
+    out["expires_at"] = iso_ms(rec.expires_ms(retention_s))
+    out["terminal_states"] = [state.value for state in FALLBACK_TERMINAL_STATES]
+    if isinstance(rec.end, Succeeded):
+        result = end_result(rec, retention_s)["structuredContent"]
+        assert isinstance(result, dict)
         for key in ("video_uri", "duration_seconds", "size_bytes", "resolution", "watermark_applied"):
-            out[key] = sc[key]
-    elif state == "failed":
+            out[key] = result[key]
+    elif state is FallbackState.FAILED:
         out["error"] = error_envelope_of(rec)
-    if state == "awaiting_watermark_approval":
+    if rec.pending is not None:
         out["follow_up"] = {
             "next_step": "approve_watermark",
             "tool": APPROVE_TOOL,

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import obstore
 from obstore.store import S3Store
@@ -128,9 +129,9 @@ class S3Media:
     key: str
 
     @contextlib.contextmanager
-    def open(self) -> Iterator[io.RawIOBase]:
+    def open(self) -> Iterator[BinaryIO]:
         with _RangedReader(obstore.open_reader(self.store.bucket, self.key, buffer_size=READ_BUFFER_BYTES)) as file:
-            yield file
+            yield cast(BinaryIO, file)  # a raw binary file: what PyAV and Pillow read through (typing has no such type)
 
 
 class _RangedReader(io.RawIOBase):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -31,7 +32,7 @@ class EncodedAudio:
     channels: int
     layout: str
     extradata: bytes | None
-    stats: dict = field(default_factory=dict)  # wall_s, samples
+    stats: dict[str, float] = field(default_factory=dict)  # wall_s, samples
 
 
 def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
@@ -50,13 +51,17 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
         source = stream.codec_context
         layout = "mono" if source.channels == 1 else "stereo"
         encoder = av.CodecContext.create(codec, "w")
+        assert isinstance(encoder, av.AudioCodecContext)  # an audio codec's context
         if codec == "libopus":
             rate = OPUS_SAMPLE_RATE
         else:
-            rate = source.sample_rate if source.sample_rate in encoder.codec.audio_rates else FALLBACK_SAMPLE_RATE
+            rates = encoder.codec.audio_rates or ()
+            rate = source.sample_rate if source.sample_rate in rates else FALLBACK_SAMPLE_RATE
         encoder.sample_rate = rate
         encoder.layout = layout
-        encoder.format = encoder.codec.audio_formats[0]
+        formats = encoder.codec.audio_formats
+        assert formats, f"{codec} lists no sample format"
+        encoder.format = formats[0]
         encoder.time_base = Fraction(1, rate)
         encoder.bit_rate = OPUS_BIT_RATE if codec == "libopus" else AAC_BIT_RATE
         encoder.flags |= av.codec.context.Flags.global_header
@@ -70,13 +75,14 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
         )
         samples = 0
 
-        def encode(chunks) -> None:
+        def encode(chunks: Iterable[av.AudioFrame | None]) -> None:
             nonlocal samples
             for chunk in chunks:
                 if chunk is not None:  # sample-counted timestamps, gap-free from 0
                     chunk.pts, chunk.time_base = samples, encoder.time_base
                     samples += chunk.samples
                 for packet in encoder.encode(chunk):
+                    assert packet.pts is not None and packet.dts is not None  # an encoder's packets are timed
                     out.packets.append(bytes(packet))
                     out.pts.append(packet.pts)
                     out.dts.append(packet.dts)

@@ -28,7 +28,8 @@ WATERMARK_MARGIN = 0.03
 def plane_array(frame: av.VideoFrame, index: int) -> np.ndarray:
     """A writable (rows, columns) uint8 view of one plane of a frame, without the line padding."""
     plane = frame.planes[index]
-    return np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)[:, : plane.width]
+    rows: np.ndarray = np.frombuffer(memoryview(plane), np.uint8).reshape(plane.height, plane.line_size)
+    return rows[:, : plane.width]
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ class Watermark:
 def _block_sums(values: np.ndarray) -> np.ndarray:
     """Sums of 2x2 blocks: full-resolution values onto the half-resolution chroma grid."""
     rows, cols = values.shape
-    return values.reshape(rows // 2, 2, cols // 2, 2).sum(axis=(1, 3))
+    sums: np.ndarray = values.reshape(rows // 2, 2, cols // 2, 2).sum(axis=(1, 3))
+    return sums
 
 
 def _layer(plane: int, x: int, y: int, colour: np.ndarray, alpha: np.ndarray) -> _Layer:

@@ -35,6 +35,7 @@ def open_video_encoder(codec: str, width: int, height: int, rate: Fraction) -> a
     Global headers: parameter sets go to `extradata` (for the mp4/mov avcC box) instead of in-band only.
     """
     encoder = av.CodecContext.create(codec, "w")
+    assert isinstance(encoder, av.VideoCodecContext)  # a video codec's context
     encoder.width, encoder.height = width, height
     encoder.pix_fmt = "yuv420p"
     encoder.time_base = 1 / rate

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import av
 
 from .errors import UnsupportedMedia
-from .probe import Media, SourceInfo, describe, main_video_stream, open_input
+from .probe import Media, SourceInfo, describe, main_video_stream, open_input, time_base
 
 DECODER_THREADS = 2  # decoding is bit-exact at any thread count; kept small as tasks run one per core
 
@@ -29,7 +29,7 @@ def frames_from(container: av.container.InputContainer, stream: av.VideoStream, 
 
     Seeks to the keyframe at or before the start and drops anything earlier (e.g. open-GOP leading frames).
     """
-    start_pts = round((info.start_time_s + start_s) / stream.time_base)
+    start_pts = round((info.start_time_s + start_s) / time_base(stream))
     if start_s > 0:  # the first segment reads from the top; no seek needed
         container.seek(start_pts, stream=stream, backward=True)
     try:

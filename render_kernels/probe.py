@@ -31,7 +31,8 @@ class OverLimit(UnsupportedMedia):
         super().__init__(reason)
         self.limit = limit
 
-    def __reduce__(self):  # it crosses process boundaries (a parse runs in a worker of its own)
+    # It crosses process boundaries (a parse runs in a worker of its own).
+    def __reduce__(self) -> tuple[type[OverLimit], tuple[str, str]]:
         return OverLimit, (self.limit, self.reason)
 
 
@@ -140,7 +141,7 @@ def open_input(media: Media) -> Iterator[av.container.InputContainer]:
         if _size(opened) == 0:
             raise UnsupportedMedia("file is empty")
         try:
-            container = av.open(opened, metadata_errors="ignore")
+            container = av.open(opened, "r", metadata_errors="ignore")
         except MemoryError:  # av.error.MemoryError too: out of memory is the caller's limit, not the media's fault
             raise
         except av.FFmpegError as err:
@@ -193,7 +194,7 @@ def probe(path: Media, limits: MediaLimits = NO_LIMITS) -> SourceInfo:
         audio = container.streams.audio[0] if container.streams.audio else None
         scan = _scan(container, video, audio, limits)
 
-        tb = video.time_base
+        tb = time_base(video)
         first = min(scan.video_pts)
         count = len(scan.video_pts)
         if video.frames and count < video.frames:
@@ -225,13 +226,14 @@ class _Scan:
     audio_ticks: int  # summed audio packet durations, in the audio stream's time base
 
 
-def _scan(container, video, audio, limits: MediaLimits) -> _Scan:
+def _scan(container: av.container.InputContainer, video: av.VideoStream, audio: av.AudioStream | None,
+          limits: MediaLimits) -> _Scan:
     """Read every packet once, stopping at a limit; decode only until the first picture appears."""
     scan = _Scan([], [], 0)
     decoded = False
     streams = [video] if audio is None else [video, audio]
     max_frames = limits.max_frames
-    max_span = None if limits.max_duration_s is None else limits.max_duration_s / video.time_base
+    max_span = None if limits.max_duration_s is None else limits.max_duration_s / time_base(video)
     try:
         for packet in container.demux(streams):
             if packet.size == 0 or packet.is_discard:  # flush markers and edit-list-discarded packets
@@ -248,7 +250,7 @@ def _scan(container, video, audio, limits: MediaLimits) -> _Scan:
             if max_frames is not None and len(scan.video_pts) > max_frames:
                 raise OverLimit("max_frames", f"more than {max_frames} frames, over the {max_frames}-frame limit")
             if max_span is not None and abs(pts - scan.video_pts[0]) > max_span:  # exact check after the scan
-                seen = float(abs(pts - scan.video_pts[0]) * video.time_base)
+                seen = float(abs(pts - scan.video_pts[0]) * time_base(video))
                 raise OverLimit("max_duration_s",
                                 f"duration is at least {seen:.6g} s, over the {limits.max_duration_s:g} s limit")
             if not decoded:
@@ -265,10 +267,10 @@ def _scan(container, video, audio, limits: MediaLimits) -> _Scan:
     return scan
 
 
-def _average_rate(video, pts: list[int]) -> Fraction:
+def _average_rate(video: av.VideoStream, pts: list[int]) -> Fraction:
     """Average frame rate: the declared rate when it matches the measured one (it is exact), else measured."""
     count = len(pts)
-    span = (max(pts) - min(pts)) * video.time_base
+    span = (max(pts) - min(pts)) * time_base(video)
     if count < 2 or span <= 0:
         declared = video.average_rate or video.guessed_rate
         if not declared:
@@ -292,11 +294,18 @@ def _output_rate(rate: Fraction) -> Fraction:
     return rate.limit_denominator(MAX_RATE_DENOMINATOR)
 
 
-def _audio_info(audio, ticks: int) -> AudioInfo:
+def _audio_info(audio: av.AudioStream, ticks: int) -> AudioInfo:
     ctx = audio.codec_context
     return AudioInfo(
         codec=ctx.name,
         sample_rate=ctx.sample_rate,
         channels=ctx.channels,
-        duration_s=float(ticks * audio.time_base),
+        duration_s=float(ticks * time_base(audio)),
     )
+
+
+def time_base(stream: av.stream.Stream) -> Fraction:
+    """The unit of a stream's timestamps; a stream without one cannot be timed, so it is unusable media."""
+    if stream.time_base is None:
+        raise UnsupportedMedia(f"the {stream.type} stream has no time base")
+    return stream.time_base

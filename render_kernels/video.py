@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
+
+import av
 
 from .compose import FramePipeline
 from .encoders import choose_video_encoder, open_video_encoder
@@ -34,7 +36,7 @@ class EncodedSegment:
     codec: str
     frame_count: int
     extradata: bytes | None
-    stats: dict = field(default_factory=dict)  # decode_s (decode+scale+watermark), encode_s, wall_s, fps
+    stats: dict[str, float] = field(default_factory=dict)  # decode_s (decode+scale+watermark), encode_s, wall_s, fps
 
 
 def encode_segment(source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo,
@@ -61,8 +63,9 @@ def encode_segment(source_path: Media, segment: Segment, spec: RenderSpec, info:
     )
     encode_s = 0.0
 
-    def collect(packets) -> None:
+    def collect(packets: Iterable[av.Packet[av.VideoStream]]) -> None:
         for packet in packets:
+            assert packet.pts is not None and packet.dts is not None  # an encoder's packets are timed
             out.packets.append(bytes(packet))
             out.pts.append(packet.pts)
             out.dts.append(packet.dts)

@@ -21,7 +21,8 @@ import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_protocol.errors import INTERNAL_ERROR, VidforgeError, repair
+from mcp_protocol import errors
+from mcp_protocol.errors import VidforgeError
 from serve_app.config import Config
 from serve_app.refusals import MCP_PATH, refusal
 
@@ -147,13 +148,4 @@ class AdmissionGuard:
             self.admission.release(lease)
 
     def limit_error(self, cap: Cap) -> VidforgeError:
-        return VidforgeError(
-            code="concurrency_limit_exceeded",
-            message=f"Too many {cap.what} for this credential.",
-            field=None,
-            reason=f"This credential already holds {cap.limit} {cap.what} (limit {cap.limit}, {cap.setting}).",
-            temporary=True,
-            retry_after_ms=self.retry_after_s * 1000,
-            repair=repair("retry_after_delay", None, {}, cap.advice),
-            jsonrpc_code=INTERNAL_ERROR,
-        )
+        return errors.concurrency_limit_exceeded(cap.limit, cap.what, cap.setting, cap.advice, self.retry_after_s)

@@ -9,6 +9,8 @@ client reads them precisely because it has no token yet (MCP authorization: reso
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
@@ -18,7 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from mcp_protocol.http import McpEndpoint
-from mcp_protocol.server import ListenLimits, VidforgeServer
+from mcp_protocol.server import VidforgeServer
 from serve_app.admission import Admission, AdmissionGuard
 from serve_app.auth import authentication
 from serve_app.config import Config
@@ -27,17 +29,23 @@ from serve_app.http_files import ArtifactDownload, AssetUpload
 from serve_app.oauth import protected_resource_routes
 from serve_app.origin import OriginGuard, OriginPolicy
 
+if TYPE_CHECKING:
+    from serve_app.ray_render_service import RayRenderService
+
 
 async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def build_app(service, config: Config, tokens: dict[str, str] | None, admission: Admission) -> Starlette:
-    mcp = VidforgeServer(service, ListenLimits(config.max_listen_task_ids, config.listen_idle_s))
+def build_app(
+    service: RayRenderService, config: Config, tokens: dict[str, str] | None, admission: Admission
+) -> Starlette:
+    """The replica's app: `/mcp` on `service` (the MCP server), the file routes, and their guards."""
+    mcp = VidforgeServer(service, config)
     manager = StreamableHTTPSessionManager(app=mcp.server, json_response=True, stateless=True)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run(), admission.heartbeats():
             yield
 

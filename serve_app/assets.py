@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from mcp_protocol.errors import VidforgeError, repair
+from mcp_protocol.errors import no_asset_at, source_not_found
 from media_store.assets import ASSET_ID, ASSETS, AssetIndex, blob_key, meta_key, read_meta
 from render_kernels import Media
 from serve_app.config import Config
@@ -67,23 +67,6 @@ class AssetQuotaExceeded(Exception):
             f"the principal's assets hold {self.used} bytes; the limit is {self.limit} "
             "(VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL)"
         )
-
-
-def source_not_found(field: str, uri: str) -> VidforgeError:
-    return VidforgeError(
-        code="source_not_found",
-        message="The asset URI resolves to no asset this credential can read.",
-        field=field,
-        reason=f"No asset at {uri!r} for this credential (unknown id, another credential's asset, or not a "
-        "vidforge://assets/<id> URI).",
-        repair=repair(
-            "upload_asset",
-            None,
-            {},
-            "Upload the file with POST /assets (or `vidforge assets add PATH`) and pass the returned "
-            "vidforge://assets/<id> URI.",
-        ),
-    )
 
 
 class AssetStore:
@@ -163,10 +146,10 @@ class AssetStore:
     def resolve(self, uri: str, principal: str, field: str) -> Asset:
         match = ASSET_URI.match(uri) if isinstance(uri, str) else None
         if match is None:
-            raise source_not_found(field, uri)
+            raise source_not_found(field, no_asset_at(uri))
         meta = read_meta(self.media, match["id"])
         if meta is None or meta.get("principal") != principal:
-            raise source_not_found(field, uri)
+            raise source_not_found(field, no_asset_at(uri))
         return Asset(**{k: meta[k] for k in Asset.__dataclass_fields__ if k in meta})
 
 

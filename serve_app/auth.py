@@ -28,13 +28,13 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from mcp_protocol.errors import INTERNAL_ERROR, VidforgeError, jsonrpc_error_data
+from mcp_protocol import errors
+from mcp_protocol.errors import jsonrpc_error_data
 from mcp_protocol.http import jsonrpc_error
 from serve_app.config import LOOPBACK_HOSTS, Config
 from serve_app.oauth import InvalidToken, IssuerUnavailable, JwtVerifier, resource_metadata_url
 
 LOCAL_PRINCIPAL = "local"
-INVALID_REQUEST = -32600
 
 log = logging.getLogger(__name__)
 
@@ -173,31 +173,16 @@ class BearerBackend(AuthenticationBackend):
         """The `AuthenticationMiddleware` error handler: contract-shaped 401, 403 or 503."""
         assert isinstance(exc, AuthFailure), exc
         if exc.status == 503:
+            assert self.verifier is not None  # only a JWT check waits on the issuer
             # The verifier retries the issuer once its cooldown has passed; sooner would get the same answer.
             retry_after_s = math.ceil(self.verifier.refetch_cooldown_s)
-            error = VidforgeError(
-                code="internal_error",
-                message="Temporarily unable to check credentials.",
-                field="Authorization",
-                reason=exc.reason,
-                temporary=True,
-                retry_after_ms=retry_after_s * 1000,
-                jsonrpc_code=INTERNAL_ERROR,
+            error = errors.internal_error(
+                "Temporarily unable to check credentials.", "Authorization", exc.reason, retry_after_s * 1000
             )
             headers = {"Retry-After": str(retry_after_s)}
         else:
-            code, message = (
-                ("insufficient_scope", "Forbidden: the access token lacks a required scope.")
-                if exc.status == 403
-                else ("unauthorized", "Unauthorized: missing or invalid bearer token.")
-            )
-            error = VidforgeError(
-                code=code,
-                message=message,
-                field="Authorization",
-                reason=f"{exc.reason} {self.how_to_authenticate()}",
-                jsonrpc_code=INVALID_REQUEST,
-            )
+            refused = errors.insufficient_scope if exc.status == 403 else errors.unauthorized
+            error = refused(f"{exc.reason} {self.how_to_authenticate()}")
             headers = {"WWW-Authenticate": self.challenge(exc)}
         body = jsonrpc_error(error.jsonrpc_code, error.message, jsonrpc_error_data(error))
         return JSONResponse(body, status_code=exc.status, headers=headers)

@@ -22,7 +22,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"vidforge: {exc}", file=sys.stderr)
         return 2
     os.makedirs(config.data_dir, exist_ok=True)
-    os.makedirs(config.state_dir, exist_ok=True)
+    os.makedirs(config.state_dir or config.data_dir, exist_ok=True)
 
     import ray
 

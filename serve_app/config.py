@@ -1,40 +1,42 @@
-"""Operator configuration: the architecture page's environment variables and CLI flags, one place."""
+"""Operator configuration: one settings object, read from the environment (`VIDFORGE_<FIELD>`) and CLI flags.
+
+Every default is written once, here. pydantic-settings reads `VIDFORGE_` + the upper-cased field name (an empty
+variable counts as unset), except the two whose documented names differ: `RAY_ADDRESS` and the test seam
+`VIDFORGE_TEST_PARSE_FAULT_PREFIX`. The wire states durations (the approval window, result retention, the task
+TTL, the idempotency window) from these values, so the capability summary never promises what the server does
+not do. The object is frozen and crosses to Ray actors as JSON (`to_json`/`from_json`), which reads no environment.
+"""
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw not in (None, "") else default
+class Config(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="VIDFORGE_", env_ignore_empty=True, frozen=True, populate_by_name=True, extra="forbid"
+    )
 
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw not in (None, "") else default
-
-
-@dataclass(frozen=True)
-class Config:
     host: str = "127.0.0.1"
     port: int = 8000
     data_dir: str = ".vidforge"
     state_dir: str | None = None  # the registry's SQLite database, on the head node's own disk; None: data_dir
     storage_url: str | None = None  # media (assets, previews, videos): s3://BUCKET/PREFIX; None: under data_dir
-    ray_address: str | None = None
+    ray_address: str | None = Field(default=None, validation_alias="RAY_ADDRESS")
     tokens_file: str | None = None
     oauth_issuer: str | None = None
     public_url: str | None = None  # None: http://HOST:PORT (see public_base_url)
     oauth_scopes: str = ""  # space-separated, as in VIDFORGE_OAUTH_SCOPES and RFC 6749 §3.3
-    task_ttl_ms: int = 86_400_000
-    result_retention_s: int = 604_800
-    approval_timeout_s: float = 1800.0
+    task_ttl_ms: int = 86_400_000  # 24 h: tasks/* answer task_expired after it
+    result_retention_s: int = 604_800  # 7 days: results, status and the video stay reachable this long
+    idempotency_ttl_s: int = 86_400  # 24 h: an idempotency_key names its render this long
+    approval_timeout_s: float = 1800.0  # 30 minutes
     poll_interval_ms: int = 10_000
     max_concurrent_renders: int = 4
     max_asset_bytes: int = 2 * 1024**3
@@ -48,7 +50,8 @@ class Config:
     max_output_frames: int = 864_000  # 4 h at 60 fps
     parse_timeout_s: float = 120.0  # one isolated parse of uploaded media (serve_app.media_probe)
     parse_memory_bytes: int = 1024**3  # what one parse may allocate beyond its idle worker process
-    parse_fault_prefix: str = ""  # test seam only (media_probe._test_fault): unset in production
+    # Test seam only (media_probe._test_fault): unset in production.
+    parse_fault_prefix: str = Field(default="", validation_alias="VIDFORGE_TEST_PARSE_FAULT_PREFIX")
     render_timeout_s: float = 21_600.0  # 6 h: one run of a render, approval wait included, then render_timeout
     max_mcp_body_bytes: int = 1024 * 1024
     max_inline_resource_bytes: int = 8 * 1024 * 1024
@@ -73,80 +76,20 @@ class Config:
     allowed_hosts: str = ""  # comma-separated Host names beside the server's own
 
     @classmethod
-    def from_env(cls, **overrides) -> "Config":
-        # Every default is the field's own, written once above.
-        values = dict(
-            data_dir=os.environ.get("VIDFORGE_DATA_DIR", cls.data_dir),
-            state_dir=os.environ.get("VIDFORGE_STATE_DIR") or None,
-            storage_url=os.environ.get("VIDFORGE_STORAGE_URL") or None,
-            ray_address=os.environ.get("RAY_ADDRESS") or None,
-            tokens_file=os.environ.get("VIDFORGE_TOKENS_FILE") or None,
-            oauth_issuer=os.environ.get("VIDFORGE_OAUTH_ISSUER") or None,
-            public_url=os.environ.get("VIDFORGE_PUBLIC_URL") or None,
-            oauth_scopes=os.environ.get("VIDFORGE_OAUTH_SCOPES", cls.oauth_scopes),
-            task_ttl_ms=_env_int("VIDFORGE_TASK_TTL_MS", cls.task_ttl_ms),
-            result_retention_s=_env_int("VIDFORGE_RESULT_RETENTION_S", cls.result_retention_s),
-            approval_timeout_s=_env_float("VIDFORGE_APPROVAL_TIMEOUT_S", cls.approval_timeout_s),
-            poll_interval_ms=_env_int("VIDFORGE_POLL_INTERVAL_MS", cls.poll_interval_ms),
-            max_concurrent_renders=_env_int("VIDFORGE_MAX_CONCURRENT_RENDERS", cls.max_concurrent_renders),
-            max_asset_bytes=_env_int("VIDFORGE_MAX_ASSET_BYTES", cls.max_asset_bytes),
-            max_image_pixels=_env_int("VIDFORGE_MAX_IMAGE_PIXELS", cls.max_image_pixels),
-            asset_retention_s=_env_int("VIDFORGE_ASSET_RETENTION_S", cls.asset_retention_s),
-            max_asset_bytes_per_principal=_env_int(
-                "VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL", cls.max_asset_bytes_per_principal
-            ),
-            sweep_batch=_env_int("VIDFORGE_SWEEP_BATCH", cls.sweep_batch),
-            max_source_duration_s=_env_float("VIDFORGE_MAX_SOURCE_DURATION_S", cls.max_source_duration_s),
-            max_frame_pixels=_env_int("VIDFORGE_MAX_FRAME_PIXELS", cls.max_frame_pixels),
-            max_frame_rate=_env_float("VIDFORGE_MAX_FRAME_RATE", cls.max_frame_rate),
-            max_output_frames=_env_int("VIDFORGE_MAX_OUTPUT_FRAMES", cls.max_output_frames),
-            parse_timeout_s=_env_float("VIDFORGE_PARSE_TIMEOUT_S", cls.parse_timeout_s),
-            parse_memory_bytes=_env_int("VIDFORGE_PARSE_MEMORY_BYTES", cls.parse_memory_bytes),
-            parse_fault_prefix=os.environ.get("VIDFORGE_TEST_PARSE_FAULT_PREFIX", cls.parse_fault_prefix),
-            render_timeout_s=_env_float("VIDFORGE_RENDER_TIMEOUT_S", cls.render_timeout_s),
-            max_mcp_body_bytes=_env_int("VIDFORGE_MAX_MCP_BODY_BYTES", cls.max_mcp_body_bytes),
-            max_inline_resource_bytes=_env_int(
-                "VIDFORGE_MAX_INLINE_RESOURCE_BYTES", cls.max_inline_resource_bytes
-            ),
-            sweep_interval_s=_env_float("VIDFORGE_SWEEP_INTERVAL_S", cls.sweep_interval_s),
-            namespace=os.environ.get("VIDFORGE_NAMESPACE", cls.namespace),
-            render_workers=_env_int("VIDFORGE_RENDER_WORKERS", cls.render_workers),
-            segment_max_megapixels=_env_int("VIDFORGE_SEGMENT_MAX_MEGAPIXELS", cls.segment_max_megapixels),
-            replicas=_env_int("VIDFORGE_REPLICAS", cls.replicas),
-            max_ongoing_requests=_env_int("VIDFORGE_MAX_ONGOING_REQUESTS", cls.max_ongoing_requests),
-            max_queued_requests=_env_int("VIDFORGE_MAX_QUEUED_REQUESTS", cls.max_queued_requests),
-            busy_retry_after_s=_env_int("VIDFORGE_BUSY_RETRY_AFTER_S", cls.busy_retry_after_s),
-            max_listen_streams=_env_int("VIDFORGE_MAX_LISTEN_STREAMS", cls.max_listen_streams),
-            max_uploads=_env_int("VIDFORGE_MAX_UPLOADS", cls.max_uploads),
-            max_downloads=_env_int("VIDFORGE_MAX_DOWNLOADS", cls.max_downloads),
-            max_listen_task_ids=_env_int("VIDFORGE_MAX_LISTEN_TASK_IDS", cls.max_listen_task_ids),
-            listen_idle_s=_env_float("VIDFORGE_LISTEN_IDLE_S", cls.listen_idle_s),
-            lease_ttl_s=_env_float("VIDFORGE_LEASE_TTL_S", cls.lease_ttl_s),
-            allowed_origins=os.environ.get("VIDFORGE_ALLOWED_ORIGINS", cls.allowed_origins),
-            allowed_hosts=os.environ.get("VIDFORGE_ALLOWED_HOSTS", cls.allowed_hosts),
-        )
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        values["data_dir"] = str(Path(values["data_dir"]).resolve())
-        values["state_dir"] = str(Path(values["state_dir"] or values["data_dir"]).resolve())
-        return cls(**values)
-
-    def registry_config(self) -> dict:
-        return {
-            "task_ttl_ms": self.task_ttl_ms,
-            "result_retention_s": self.result_retention_s,
-            "poll_interval_ms": self.poll_interval_ms,
-            "max_concurrent_renders": self.max_concurrent_renders,
-            "sweep_interval_s": self.sweep_interval_s,
-            "sweep_batch": self.sweep_batch,
-            "asset_retention_s": self.asset_retention_s,
-        }
+    def from_env(cls, **overrides: Any) -> Config:
+        """The environment's settings, with the CLI flags that were given (None: not given) on top, and the data
+        and state dirs made absolute (Ray actors run elsewhere)."""
+        config = cls(**{name: value for name, value in overrides.items() if value is not None})
+        data_dir = Path(config.data_dir).resolve()
+        state_dir = Path(config.state_dir).resolve() if config.state_dir else data_dir
+        return config.model_copy(update={"data_dir": str(data_dir), "state_dir": str(state_dir)})
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, raw: str) -> "Config":
-        return cls(**json.loads(raw))
+    def from_json(cls, raw: str) -> Config:
+        return cls.model_validate_json(raw)
 
     @property
     def public_base_url(self) -> str:

@@ -20,13 +20,14 @@ from pydantic import BaseModel, ConfigDict
 from ray import serve
 from ray.serve import Application
 from ray.serve.config import BackpressureConfig
+from starlette.applications import Starlette
 
 from serve_app.admission import Admission
 from serve_app.app import build_app
 from serve_app.auth import load_tokens
 from serve_app.config import Config
 from serve_app.leases import ledger_handle
-from serve_app.service import RayRenderService
+from serve_app.ray_render_service import RayRenderService
 from serve_app.startup import check_settings, start_backend
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class McpIngress:
     def __init__(self, config_json: str) -> None:
         self.config = Config.from_json(config_json)
 
-    def __serve_build_asgi_app__(self):
+    def __serve_build_asgi_app__(self) -> Starlette:
         # Built here, inside the replica: the SDK's app holds an AES-GCM key and cannot be pickled.
         tokens = load_tokens(self.config.tokens_file)
         admission = Admission(ledger_handle(self.config.namespace, self.config.lease_ttl_s), self.config.lease_ttl_s)
@@ -52,7 +53,7 @@ class McpIngress:
 
 
 def ingress(config: Config) -> Application:
-    return McpIngress.options(
+    return McpIngress.options(  # type: ignore[attr-defined]  # @serve.deployment made it a Deployment
         num_replicas=config.replicas,
         # Handlers are async and mostly wait on actors; Serve's default of 5 would queue agents behind polls.
         max_ongoing_requests=config.max_ongoing_requests,

@@ -13,6 +13,4 @@ def media_store(config: Config) -> MediaStore:
 
 
 def registry_handle(config: Config):
-    return get_or_create_registry(
-        config.state_dir or config.data_dir, config.registry_config(), config.namespace, media_store(config)
-    )
+    return get_or_create_registry(config)

@@ -10,8 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from mcp_protocol.catalog import CAPABILITIES_TOOL
-from mcp_protocol.errors import VidforgeError, repair
+from mcp_protocol import errors
 
 ROUTES = "POST /mcp, POST /assets, GET /artifacts/{render_id}/final.{ext}"
 
@@ -19,16 +18,9 @@ ROUTES = "POST /mcp, POST /assets, GET /artifacts/{render_id}/final.{ext}"
 def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException), exc
     if exc.status_code == 405:
-        code, message = "method_not_allowed", f"{request.method} is not allowed on {request.url.path}."
+        error = errors.method_not_allowed(request.method, request.url.path, ROUTES)
     else:
-        code, message = "route_not_found", "No such route."
-    error = VidforgeError(
-        code=code,
-        message=message,
-        field="path",
-        reason=f"vidforge serves {ROUTES} (and GET /healthz).",
-        repair=repair("read_capabilities", CAPABILITIES_TOOL, {}, "MCP clients connect to POST /mcp."),
-    )
+        error = errors.route_not_found(ROUTES)
     return JSONResponse({"error": error.envelope()}, status_code=exc.status_code, headers=exc.headers)
 
 

@@ -17,36 +17,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from werkzeug.http import parse_range_header
 
+from mcp_protocol import errors
 from mcp_protocol.errors import VidforgeError
 from media_store import MediaStore
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import OverLimit
 from serve_app.assets import Asset, AssetQuotaExceeded, AssetTooLarge
-from serve_app.disk_full import is_disk_full, upload_storage_full
+from serve_app.disk_full import is_disk_full
 from serve_app.media_limits import media_refusal
 from serve_app.refusals import error_response
 
 logger = logging.getLogger(__name__)
-
-
-def _too_large(limit: int) -> VidforgeError:
-    return VidforgeError(
-        code="asset_too_large",
-        message="The upload is larger than this server accepts.",
-        field="body",
-        reason=f"Assets are limited to {limit} bytes (VIDFORGE_MAX_ASSET_BYTES).",
-    )
-
-
-def _quota_exceeded(exc: AssetQuotaExceeded, retention_s: int) -> VidforgeError:
-    return VidforgeError(
-        code="asset_quota_exceeded",
-        message="This upload would take this credential's stored assets past its storage quota.",
-        field="body",
-        reason=f"Your assets hold {exc.used} bytes; with this upload they would pass the {exc.limit}-byte limit "
-        f"(VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL). Assets are deleted {retention_s} s after upload "
-        "(VIDFORGE_ASSET_RETENTION_S) unless a render still uses them.",
-    )
 
 
 @dataclass(frozen=True)
@@ -67,7 +48,7 @@ class ArtifactFile:
 
 
 class FileService(Protocol):
-    """What the file routes need of the service (serve_app.service.RayRenderService implements it)."""
+    """What the file routes need of the service (serve_app.ray_render_service.RayRenderService implements it)."""
 
     upload_limits: UploadLimits
 
@@ -89,22 +70,22 @@ class AssetUpload:
         limits = self.files.upload_limits
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limits.max_bytes:
-            await error_response(413, _too_large(limits.max_bytes))(scope, receive, send)
+            await error_response(413, errors.asset_too_large(limits.max_bytes))(scope, receive, send)
             return
         try:
             asset = await self.files.add_asset(
                 request.stream(), request.user.identity, request.query_params.get("filename", "upload")
             )
         except AssetTooLarge:
-            response = error_response(413, _too_large(limits.max_bytes))
+            response = error_response(413, errors.asset_too_large(limits.max_bytes))
         except AssetQuotaExceeded as exc:
-            response = error_response(413, _quota_exceeded(exc, limits.retention_s))
+            response = error_response(413, errors.asset_quota_exceeded(exc.used, exc.limit, limits.retention_s))
         except OSError as exc:
             if not is_disk_full(exc):
                 raise
             logger.error("upload refused: storage full", exc_info=exc)
-            error = upload_storage_full()
-            response = error_response(507, error, {"Retry-After": str(error.retry_after_ms // 1000)})
+            error = errors.storage_full(None)
+            response = error_response(507, error, {"Retry-After": str(errors.DISK_FULL_RETRY_AFTER_MS // 1000)})
         except UnsupportedMedia as exc:  # 415 unreadable; 422 readable but past a limit (media_limit_exceeded)
             response = error_response(422 if isinstance(exc, OverLimit) else 415, media_refusal("body", exc))
         else:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp_protocol.errors import VidforgeError, repair
+from mcp_protocol import errors
+from mcp_protocol.errors import VidforgeError
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import MediaLimits, OverLimit
 from serve_app.config import Config
@@ -49,40 +50,11 @@ def media_refusal(field: str, exc: UnsupportedMedia) -> VidforgeError:
     `unsupported_codec`. Both are properties of the file (`temporary: false`). The exception itself (its
     cause, a worker's traceback) goes to the log under the error's request_id, never to the client."""
     if isinstance(exc, OverLimit):
-        error = VidforgeError(
-            code="media_limit_exceeded",
-            message="The media is over a limit this server sets on what one render may cost.",
-            field=field,
-            reason=refusal_reason(exc),
-            repair=repair(
-                "upload_smaller_asset",
-                None,
-                {},
-                "Trim, downscale or re-encode the file to within the limit named in details.reason, then upload it "
-                "again (POST /assets) and pass the new vidforge://assets/<id> URI.",
-            ),
-        )
+        error = errors.media_limit_exceeded(field, refusal_reason(exc))
     else:
-        error = unsupported_source(field, exc.reason)
+        error = errors.unsupported_codec(field, exc.reason)
     logger.info("request %s: media refused (%s): %s", error.request_id, field, error.reason, exc_info=exc)
     return error
-
-
-def unsupported_source(field: str, reason: str) -> VidforgeError:
-    """`unsupported_codec`: the file is not media vidforge can read, or the wrong kind for `field`."""
-    return VidforgeError(
-        code="unsupported_codec",
-        message="The asset cannot be rendered.",
-        field=field,
-        reason=reason,
-        repair=repair(
-            "upload_supported_asset",
-            None,
-            {},
-            "Upload an H.264/HEVC/VP8/VP9/AV1/MPEG-4 video (mp4, mov, webm, mkv) as the source and a PNG or JPEG "
-            "image as the watermark.",
-        ),
-    )
 
 
 def check_stored_facts(limits: MediaLimits, facts: dict[str, Any] | None) -> None:

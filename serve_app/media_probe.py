@@ -28,8 +28,9 @@ import logging
 import os
 import resource
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -109,7 +110,7 @@ class ParseBounds:
     fault_prefix: str = ""  # the test seam; see _test_fault
 
     @classmethod
-    def of(cls, config: Config) -> "ParseBounds":
+    def of(cls, config: Config) -> ParseBounds:
         return cls(config.parse_timeout_s, config.parse_memory_bytes, config.parse_fault_prefix)
 
 
@@ -126,7 +127,7 @@ async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: Medi
     try:
         await parser.__ray_ready__.remote()
         return await asyncio.wait_for(_unwrapped(parser.run.remote(fn, path, *args)), bounds.timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise OverLimit("parse_timeout_s", f"reading the file took longer than {bounds.timeout_s:g} s") from None
     except MemoryError as exc:
         raise OverLimit(

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_protocol import errors
 from mcp_protocol.errors import VidforgeError
-from serve_app.auth import INVALID_REQUEST
 from serve_app.config import LOOPBACK_HOSTS, Config
 from serve_app.refusals import refusal
 
@@ -66,8 +66,9 @@ class OriginPolicy:
     hosts: frozenset[str] | None  # None: Host is not checked (wildcard bind, no VIDFORGE_ALLOWED_HOSTS)
 
     @classmethod
-    def from_config(cls, config: Config) -> "OriginPolicy":
-        origins = {_origin_key(config.public_base_url)} | {_origin_key(o) for o in _split_list(config.allowed_origins)}
+    def from_config(cls, config: Config) -> OriginPolicy:
+        named = [config.public_base_url, *_split_list(config.allowed_origins)]
+        origins = {key for key in map(_origin_key, named) if key is not None}
         hosts = {h.lower() for h in _split_list(config.allowed_hosts)}
         if config.public_url:
             hosts.add(urlsplit(config.public_url).hostname or "")
@@ -78,7 +79,7 @@ class OriginPolicy:
             hosts.add(config.host.lower())
         unchecked = config.host in WILDCARD_BINDS and not config.allowed_hosts.strip()
         return cls(
-            origins=frozenset(origins - {None}),
+            origins=frozenset(origins),
             any_port_hosts=frozenset(LOOPBACK_HOSTS if loopback else ()),
             hosts=None if unchecked else frozenset(hosts - {""}),
         )
@@ -91,16 +92,6 @@ class OriginPolicy:
 
     def host_allowed(self, host: str) -> bool:
         return self.hosts is None or _host_name(host) in self.hosts
-
-
-def _refused(header: str, reason: str) -> VidforgeError:
-    return VidforgeError(
-        code="origin_not_allowed" if header == "Origin" else "host_not_allowed",
-        message=f"Forbidden: this server does not answer requests with this {header} header.",
-        field=header,
-        reason=reason,
-        jsonrpc_code=INVALID_REQUEST,
-    )
 
 
 class OriginGuard:
@@ -121,15 +112,7 @@ class OriginGuard:
     def check(self, headers: Headers) -> VidforgeError | None:
         origin, host = headers.get("origin"), headers.get("host")
         if origin is not None and not self.policy.origin_allowed(origin):
-            return _refused(
-                "Origin",
-                "Browser pages from other origins may not call this server (cross-site request and DNS-rebinding "
-                "protection). The operator can allow an origin with VIDFORGE_ALLOWED_ORIGINS.",
-            )
+            return errors.origin_not_allowed()
         if host is not None and not self.policy.host_allowed(host):
-            return _refused(
-                "Host",
-                "The Host header names a server other than this one (DNS-rebinding protection). The operator can "
-                "allow a host name with VIDFORGE_ALLOWED_HOSTS or VIDFORGE_PUBLIC_URL.",
-            )
+            return errors.host_not_allowed()
         return None

@@ -110,7 +110,7 @@ class RenderJob:
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
     limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
     principal: str = "local"  # whose render: the scheduler shares CPUs round-robin across principals
-    segment_max_megapixels: int = Config.segment_max_megapixels  # output pixels one segment task may encode
+    segment_max_megapixels: int = Config.model_fields["segment_max_megapixels"].default  # output pixels one segment task may encode
     media: MediaStore = FILESYSTEM
 
     def __post_init__(self) -> None:
@@ -218,8 +218,7 @@ class RenderRun:
         self.started_at = time.time()
         started = time.perf_counter()
         own_pool = self.pool is None
-        if own_pool:
-            self.pool = RenderPool()
+        pool = self.pool = self.pool or RenderPool()
         try:
             return await self._render()
         except BaseException:
@@ -230,8 +229,13 @@ class RenderRun:
             if self._tally is not None:  # every segment task has ended (or was cancelled): nobody reports
                 self._tally.actor.close.remote(self._key)
             if own_pool:
-                self.pool.close()
+                pool.close()
             self.stages["total"] = time.perf_counter() - started
+
+    @property
+    def _pool(self) -> RenderPool:
+        assert self.pool is not None, "set when the run starts"
+        return self.pool
 
     def timings(self) -> RenderTimings:
         return RenderTimings(self.started_at, dict(self.stages), tuple(s["wall_s"] for s in self.segment_stats),
@@ -246,10 +250,10 @@ class RenderRun:
         if source.preview_png is not None:
             self.stages["preview"] = source.preview_s
         info = source.info
-        segments = plan_segments(info, job.workers or self.pool.scheduler.plan_width(),
+        segments = plan_segments(info, job.workers or self._pool.scheduler.plan_width(),
                                  max_frames=self._max_segment_frames(info))
         spec, segment_options = await self._fix_encoder(job.spec, len(segments))
-        self._tally = TallyRef(self.pool.tally(), self._key)
+        self._tally = TallyRef(self._pool.tally(), self._key)
         self._tally.actor.open.remote(self._key, len(segments))
         await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
 
@@ -295,7 +299,7 @@ class RenderRun:
             refs = self._submit(task, options, *args)
             return refs if isinstance(refs, list) else [refs]
 
-        return self.pool.scheduler.submit(self.job.principal, self._key, start, final)
+        return self._pool.scheduler.submit(self.job.principal, self._key, start, final)
 
     async def _summary(self, started: asyncio.Future[Dispatched]) -> Any:
         """The summary (first return) of a scheduled task, once it has been started and has ended."""
@@ -334,6 +338,7 @@ class RenderRun:
     async def _watch_tally(self, frames: list[int], info: SourceInfo) -> None:
         """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report. Best effort: if the
         tally actor is lost, progress goes on moving one segment at a time, and the render is unaffected."""
+        assert self._tally is not None, "opened before the segments are queued"
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             try:
@@ -354,8 +359,10 @@ class RenderRun:
 
     async def _approval_gate(self, png: bytes) -> None:
         """Write the preview PNG, then wait for the decision while the segments keep encoding."""
-        await asyncio.to_thread(self.job.media.put_bytes, self.job.preview_path, png)
-        approved = await self._timed("approval", self.hooks.preview_ready(self.job.preview_path))
+        path = self.job.preview_path
+        assert path is not None  # a watermark render has one (RenderJob checks)
+        await asyncio.to_thread(self.job.media.put_bytes, path, png)
+        approved = await self._timed("approval", self.hooks.preview_ready(path))
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
 

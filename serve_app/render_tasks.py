@@ -125,6 +125,6 @@ def mux_stored_segments(audio: EncodedAudio | None, output_format: str, media: M
         with media.staged(out_path) as staged:
             stats = mux_segments((ray.get(ref) for ref in segment_refs), audio, output_format, staged, fps)
             media.put_file(staged, out_path, move=True)
-        return replace(stats, path=out_path)
     finally:
         release_freed_memory()
+    return replace(stats, path=out_path)

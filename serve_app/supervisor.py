@@ -30,27 +30,29 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import replace
-from typing import Any
 
 import ray
 
 from actors.handle import SUPERVISOR_NAME, singleton_actor_options
-from actors.task_registry import CANCELLED_MESSAGE, TERMINAL
-from mcp_protocol.catalog import preview_uri
-from mcp_protocol.errors import VidforgeError, tool_error_result
-from mcp_protocol.progress import RenderProgress
-from mcp_protocol.results import (
-    MIME_BY_EXT,
-    approval_timeout_result,
-    render_failed_error,
-    render_success_result,
-    render_timeout_error,
+from actors.task_registry import CANCELLED_MESSAGE
+from mcp_protocol.domain import (
+    Artifact,
+    Cancelled,
+    Failed,
+    RenderEnd,
+    RenderRequest,
+    Succeeded,
+    TaskRecord,
+    TaskStatus,
+    Unsupported,
 )
+from mcp_protocol.errors import ErrorCode, VidforgeError, over_time_limit
+from mcp_protocol.progress import RenderProgress
 from media_store.artifacts import discard, final_key, preview_key
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
 from serve_app.assets import AssetStore
 from serve_app.config import Config
-from serve_app.disk_full import is_disk_full, render_storage_full
+from serve_app.disk_full import is_disk_full
 from serve_app.handles import registry_handle
 from serve_app.media_limits import media_limits, media_refusal
 from serve_app.media_probe import ParseBounds
@@ -61,7 +63,7 @@ logger = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 KEPT_TIMINGS = 1000  # finished renders whose stage timings `render_timings` can still answer
 WATCH_S = 10.0
-HEARTBEAT_S = 3.0  # lease renewal; well inside the registry's driver_lease_s (15 s by default)
+HEARTBEAT_S = 3.0  # lease renewal; well inside the registry's DRIVER_LEASE_S (15 s)
 
 
 class RegistryHooks:
@@ -72,18 +74,19 @@ class RegistryHooks:
     `RenderSupervisor.cancel` would (a hook may run in one of the driver's helper futures, where an exception
     would not reach the render)."""
 
-    def __init__(self, registry, rec: dict[str, Any], config: Config) -> None:
+    def __init__(self, registry, rec: TaskRecord, config: Config) -> None:
         self.registry = registry
-        self.task_id = rec["task_id"]
-        self.principal = rec["principal"]
-        self.arguments = rec["arguments"]
+        self.task_id = rec.task_id
+        self.principal = rec.principal
         self.config = config
-        self._driving = asyncio.current_task()
+        driving = asyncio.current_task()
+        assert driving is not None, "built inside the task that drives the render"
+        self._driving = driving
         self._stopping = False
 
-    def _checkpoint(self, rec: dict[str, Any] | None) -> None:
+    def _checkpoint(self, rec: TaskRecord | None) -> None:
         """Stop the render, once, when the registry says it must not go on."""
-        if not self._stopping and (rec is None or rec["status"] in TERMINAL or rec["cancel_requested"]):
+        if not self._stopping and (rec is None or rec.status.terminal or rec.cancel_requested):
             self._stopping = True
             self._driving.cancel()
 
@@ -98,27 +101,15 @@ class RegistryHooks:
         render at once (`_checkpoint`): the wait below is then cancelled with it."""
         rec = await self.registry.get_any.remote(self.task_id)
         self._checkpoint(rec)
-        if rec["status"] == "working" and not rec.get("approval"):
-            watermark = self.arguments["watermark"]
-            timeout_s = self.config.approval_timeout_s
-            rec = await self.registry.request_input.remote(
-                self.task_id,
-                {
-                    "preview_uri": preview_uri(self.task_id),
-                    "position": watermark["position"],
-                    "opacity": watermark["opacity"],
-                    "timeout_s": timeout_s,
-                },
-                int((time.time() + timeout_s) * 1000),
-                approval_timeout_result(self.arguments, timeout_s),
-            )
+        if rec.status is TaskStatus.WORKING and rec.approval is None:
+            rec = await self.registry.request_input.remote(self.task_id, self.config.approval_timeout_s)
             if rec is None:  # ended meanwhile (cancelled): there is nothing left to approve
                 return False
-        while rec["status"] == "input_required":
-            await self.registry.watch.remote(self.principal, [self.task_id], {self.task_id: rec["version"]}, WATCH_S)
+        while rec.status is TaskStatus.INPUT_REQUIRED:
+            await self.registry.watch.remote(self.principal, [self.task_id], {self.task_id: rec.version}, WATCH_S)
             rec = await self.registry.get_any.remote(self.task_id)
             self._checkpoint(rec)
-        return rec["status"] == "working"
+        return rec.status is TaskStatus.WORKING
 
 
 class RenderTimedOut(Exception):
@@ -137,18 +128,18 @@ async def run_render_within(limit_s: float, run: RenderRun) -> MuxStats:
         raise
 
 
-def render_job(rec: dict[str, Any], config: Config, assets: AssetStore) -> RenderJob:
-    args, principal, task_id = rec["arguments"], rec["principal"], rec["task_id"]
-    source = assets.resolve(args["source_asset_uri"], principal, "source_asset_uri")
+def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob:
+    request, principal, task_id = rec.request, rec.principal, rec.task_id
+    source = assets.resolve(request.source_asset_uri, principal, "source_asset_uri")
     watermark = None
-    if (wm := args.get("watermark")) is not None:
-        image = assets.resolve(wm["image_asset_uri"], principal, "watermark.image_asset_uri")
-        watermark = WatermarkSpec(image=assets.media_of(image), position=wm["position"], opacity=float(wm["opacity"]))
-    spec = RenderSpec(output_format=args["output_format"], resolution=args["resolution"], watermark=watermark)
+    if (wm := request.watermark) is not None:
+        image = assets.resolve(wm.image_asset_uri, principal, "watermark.image_asset_uri")
+        watermark = WatermarkSpec(image=assets.media_of(image), position=wm.position, opacity=wm.opacity)
+    spec = RenderSpec(output_format=request.output_format, resolution=request.resolution, watermark=watermark)
     return RenderJob(
         source_path=assets.media_of(source),
         spec=spec,
-        out_path=final_key(task_id, args["output_format"]),
+        out_path=final_key(task_id, request.output_format),
         preview_path=preview_key(task_id) if watermark else None,
         workers=config.render_workers,
         parse=ParseBounds.of(config),
@@ -164,7 +155,7 @@ class RenderSupervisor:
         self.config = Config.from_json(config_json)
         self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
-        self.running: dict[str, asyncio.Task] = {}
+        self.running: dict[str, asyncio.Task[None]] = {}
         # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.scheduling).
         self.pool = RenderPool()
         self.timings: OrderedDict[str, RenderTimings] = OrderedDict()  # the last KEPT_TIMINGS completed renders
@@ -198,7 +189,7 @@ class RenderSupervisor:
         await self.ready()
         if task_id not in self.running:
             rec = await self.registry.get_any.remote(task_id)
-            if rec is not None and rec["status"] not in TERMINAL:
+            if rec is not None and not rec.status.terminal:
                 self._launch(rec)
 
     async def cancel(self, task_id: str) -> None:
@@ -209,7 +200,7 @@ class RenderSupervisor:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await self.registry.finish.remote(task_id, "cancelled", message=CANCELLED_MESSAGE)
+        await self.registry.finish.remote(task_id, Cancelled(), message=CANCELLED_MESSAGE)
 
     async def active(self) -> list[str]:
         return sorted(self.running)
@@ -219,38 +210,38 @@ class RenderSupervisor:
         for benchmarks and operators (the same figures are logged at completion)."""
         return self.timings.get(task_id)
 
-    def _launch(self, rec: dict[str, Any]) -> None:
+    def _launch(self, rec: TaskRecord) -> None:
         """Start one driver for the task, unless one runs (checked here, with no await since the caller's)."""
-        task_id = rec["task_id"]
+        task_id = rec.task_id
         if task_id in self.running:
             return
         task = asyncio.ensure_future(self._drive(rec))
         self.running[task_id] = task
         task.add_done_callback(lambda _: self.running.pop(task_id, None))
 
-    async def _drive(self, rec: dict[str, Any]) -> None:
-        task_id, args = rec["task_id"], rec["arguments"]
+    async def _drive(self, rec: TaskRecord) -> None:
+        task_id, request = rec.task_id, rec.request
         config = self.config
-        if rec["attempt"] >= MAX_ATTEMPTS:  # a requested cancel still wins: finish applies it instead
-            error = render_failed_error(task_id, f"render interrupted {rec['attempt']} times", args)
-            await self.registry.finish.remote(task_id, "completed", result=tool_error_result(error))
+        if rec.attempt >= MAX_ATTEMPTS:  # a requested cancel still wins: finish applies it instead
+            interrupted = Failed(code=ErrorCode.RENDER_FAILED, reason=f"render interrupted {rec.attempt} times")
+            await self.registry.finish.remote(task_id, interrupted)
             return
         try:
             rec = await self.registry.bump_attempt.remote(task_id)
-            if rec is None or rec["cancel_requested"]:  # the first checkpoint: ended, or cancelled, before any work
+            if rec is None or rec.cancel_requested:  # the first checkpoint: ended, or cancelled, before any work
                 raise asyncio.CancelledError
             job = render_job(rec, config, self.assets)
             run = RenderRun(job, RegistryHooks(self.registry, rec, config), self.pool)
             stats = await run_render_within(config.render_timeout_s, run)
         except (asyncio.CancelledError, Exception) as exc:
             await asyncio.to_thread(discard, self.assets.media, task_id)  # every way out but success leaves no file
-            await self._end_unfinished(task_id, args, exc)
+            await self._end_unfinished(task_id, exc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
         # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
         # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
-        await asyncio.shield(self._complete(task_id, args, stats))
+        await asyncio.shield(self._complete(task_id, request, stats))
         self._keep_timings(task_id, replace(run.timings(), completed_at=time.time()))
 
     def _keep_timings(self, task_id: str, timings: RenderTimings) -> None:
@@ -259,47 +250,49 @@ class RenderSupervisor:
         while len(self.timings) > KEPT_TIMINGS:
             self.timings.popitem(last=False)
 
-    async def _complete(self, task_id: str, args: dict[str, Any], stats: MuxStats) -> None:
-        """Publish the finished render (artifact and result in one registry commit), or delete its files when
-        the registry discards it (a cancel was requested, or the task ended meanwhile)."""
-        now_ms = int(time.time() * 1000)
-        expires_ms = now_ms + self.config.result_retention_s * 1000  # the video is kept 7 days from completion
-        ext = args["output_format"]
-        artifact = {  # where its files are is media_store.artifacts' layout
-            "ext": ext,
-            "mime": MIME_BY_EXT[ext],
-            "size_bytes": stats.size_bytes,
-            "duration_s": stats.duration_s,
-            "expires_at_ms": expires_ms,
-        }
-        result = render_success_result(task_id, args, artifact, now_ms, expires_ms)
-        finished = await self.registry.finish.remote(
-            task_id, "completed", result=result, message="Render complete.", artifact=artifact
+    async def _complete(self, task_id: str, request: RenderRequest, stats: MuxStats) -> None:
+        """Publish the finished render (its artifact, in the one registry commit that completes it), or delete
+        its files when the registry discards it (a cancel was requested, or the task ended meanwhile)."""
+        artifact = Artifact(  # where its files are is media_store.artifacts' layout
+            ext=request.output_format,
+            size_bytes=stats.size_bytes,
+            duration_s=stats.duration_s,
+            finished_at_ms=int(time.time() * 1000),
         )
+        finished = await self.registry.finish.remote(task_id, Succeeded(artifact=artifact), message="Render complete.")
         if finished is None:
             await asyncio.to_thread(discard, self.assets.media, task_id)
 
-    async def _end_unfinished(self, task_id: str, args: dict[str, Any], exc: BaseException) -> None:
+    async def _end_unfinished(self, task_id: str, exc: BaseException) -> None:
         """End a task whose render stopped short, with the outcome that says why."""
         if isinstance(exc, asyncio.CancelledError):
-            await self.registry.finish.remote(task_id, "cancelled", message=CANCELLED_MESSAGE)
+            await self.registry.finish.remote(task_id, Cancelled(), message=CANCELLED_MESSAGE)
             return
         if isinstance(exc, RenderRejected):
             return  # the decision (reject or timeout) already ended the task
+        end: RenderEnd
         if isinstance(exc, RenderTimedOut):
             logger.info("render %s stopped at the %g s limit", task_id, self.config.render_timeout_s)
-            error = render_timeout_error(self.config.render_timeout_s)
+            end = Failed(code=ErrorCode.RENDER_TIMEOUT, reason=over_time_limit(self.config.render_timeout_s))
         elif isinstance(exc, UnsupportedMedia):  # unreadable, or over a limit lowered since create
-            error = media_refusal("source_asset_uri", exc)
+            end = unusable(media_refusal("source_asset_uri", exc))
         elif isinstance(exc, VidforgeError):  # an asset gone since create (retention): source_not_found
-            error = exc
+            end = unusable(exc)
         elif is_disk_full(exc):
             logger.error("render %s: storage full", task_id, exc_info=exc)
-            error = render_storage_full(args)
+            end = Failed(code=ErrorCode.STORAGE_FULL, reason="the server's storage is full")
         else:  # any renderer fault ends as a retryable render_failed
             logger.error("render %s failed", task_id, exc_info=exc)
-            error = render_failed_error(task_id, f"{type(exc).__name__}: {exc}", args)
-        await self.registry.finish.remote(task_id, "completed", result=tool_error_result(error))
+            end = Failed(code=ErrorCode.RENDER_FAILED, reason=f"{type(exc).__name__}: {exc}")
+        await self.registry.finish.remote(task_id, end)
+
+
+def unusable(error: VidforgeError) -> Unsupported:
+    """The end of a render whose source or watermark could not be used: the refusal's code, field and reason,
+    under its request_id (the one the refusal was logged with)."""
+    return Unsupported.model_validate(
+        {"code": error.code, "field": error.field, "reason": error.reason, "request_id": error.request_id}
+    )
 
 def supervisor_handle(config: Config):
     return (

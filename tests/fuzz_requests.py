@@ -12,6 +12,7 @@ envelope with a code from the published `error_catalog`.
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +20,13 @@ from typing import Any
 import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_protocol.catalog import capability_summary
-from tests.harness import PROTOCOL, TASKS_EXT, validate
+from serve_app.config import Config
+from tests.harness import PROTOCOL, TASKS_EXT, meta, validate, validate_response
 
-CATALOG_CODES = {entry["code"] for entry in capability_summary()["error_catalog"]}
+CATALOG_CODES = {entry["code"] for entry in capability_summary(Config())["error_catalog"]}
 MCP_METHODS = [
     "server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
     "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list",
@@ -268,11 +271,13 @@ def exchange(client: httpx.Client, base_url: str, request: FuzzRequest) -> tuple
         return response, response.read()
 
 
-def run_fuzz(base_url: str, token: str, examples: int) -> Counter[str]:
+def run_fuzz(base_url: str, token: str, examples: int, client: httpx.Client | None = None) -> Counter[str]:
     """Send `examples` generated requests (derandomized: the same run every time); returns answers by route
-    and status class. Raises AssertionError (with hypothesis' shrunk example) on the first broken invariant."""
+    and status class. Raises AssertionError (with hypothesis' shrunk example) on the first broken invariant.
+    `client`: one to send them with (an in-process app's, in the fast lane); it stays open."""
     seen: Counter[str] = Counter()
-    client = httpx.Client(timeout=httpx.Timeout(60, connect=10))
+    own = client is None
+    client = client or httpx.Client(timeout=httpx.Timeout(60, connect=10))
 
     @settings(max_examples=examples, deadline=None, derandomize=True, database=None, print_blob=False,
               suppress_health_check=list(HealthCheck))
@@ -285,5 +290,68 @@ def run_fuzz(base_url: str, token: str, examples: int) -> Counter[str]:
     try:
         one()
     finally:
-        client.close()
+        if own:
+            client.close()
     return seen
+
+
+def malformed_request(rng: random.Random, index: int) -> tuple[bytes, dict[str, str]]:
+    """One of twelve kinds of broken `/mcp` request (bad params, broken framing, wrong or missing headers), as
+    body and headers; `index` picks the kind. Seeded: the same corpus on every run."""
+    methods = ["tools/list", "tools/call", "server/discover", "resources/read", "tasks/get", "tasks/update",
+               "tasks/cancel", "subscriptions/listen", "initialize", "x" * rng.randint(0, 300)]
+    method = rng.choice(methods)
+    params: object = {"_meta": meta(tasks=rng.random() < 0.5)}
+    mutation = index % 12
+    if mutation == 0:
+        params = rng.choice([None, [], "s", 5, {"_meta": None}, {"_meta": {"x": 1}}])
+    elif mutation == 1:
+        params = {**params, "name": rng.choice([None, 5, "", "vidforge_render_video", "\u0000"]),
+                  "arguments": rng.choice([None, [], "x", {"source_asset_uri": {"a": []}}])}
+    elif mutation == 2:
+        params = {**params, "taskId": rng.choice([None, 7, "", "task_" + "a" * rng.randint(0, 500)]),
+                  "inputResponses": rng.choice([None, [], {"k": None}, {"watermark-approval-1": {"action": 5}}])}
+    elif mutation == 3:
+        params = {**params, "uri": rng.choice([None, "", "vidforge://videos/../../etc/passwd/final.mp4",
+                                              "vidforge://renders/x/watermark-preview.png", "file:///etc/passwd"])}
+    elif mutation == 4:
+        params = {**params, "notifications": rng.choice([None, 5, {"taskIds": "x"}, {"taskIds": [1, 2]}])}
+    body: object = {"jsonrpc": rng.choice(["2.0", "1.0", None, 2]), "id": rng.choice([1, "a", None, [], {}, 1.5]),
+                    "method": method, "params": params}
+    raw = json.dumps(body).encode()
+    if mutation == 5:
+        raw = raw[: rng.randint(0, len(raw))]
+    elif mutation == 6:
+        raw = bytes(rng.randrange(256) for _ in range(rng.randint(0, 200)))
+    elif mutation == 7:
+        raw = json.dumps([body] * rng.randint(0, 3)).encode()
+    headers = {
+        "Accept": rng.choice(["application/json, text/event-stream", "application/json", "text/html", ""]),
+        "Content-Type": rng.choice(["application/json", "text/plain", ""]),
+        "MCP-Protocol-Version": rng.choice([PROTOCOL, PROTOCOL, "2025-06-18", "garbage", ""]),
+        "Mcp-Method": rng.choice([method, "tools/list", "", "=?base64?!!?="]),
+        "Mcp-Name": rng.choice(["", "vidforge_render_video", "=?base64?dGFza18x?=", "x" * 100]),
+        "Authorization": "Bearer tok-alice",
+    }
+    if mutation == 8:
+        headers.pop("MCP-Protocol-Version")
+    if mutation == 9:
+        headers.pop(rng.choice(["Accept", "Mcp-Method", "Mcp-Name"]))
+    headers = {k: v for k, v in headers.items() if v != "" or rng.random() < 0.5}
+    return raw, headers
+
+
+def check_malformed_answer(response: httpx.Response, headers: dict[str, str]) -> None:
+    """What a `malformed_request` must get: no 5xx, a schema-valid JSON-RPC error, or a result of its era."""
+    assert response.status_code < 500, (response.status_code, response.text[:500], headers)
+    if response.status_code >= 400:
+        validate(response.json(), "core", "JSONRPCErrorResponse")
+    elif response.status_code == 200 and response.headers.get("content-type", "").startswith("application/json"):
+        body = response.json()
+        if "error" in body:
+            validate_response("?", body)
+        elif headers.get("MCP-Protocol-Version", "2025-03-26") in HANDSHAKE_PROTOCOL_VERSIONS:
+            # the 2025 route: a 2025 result, none of the 2026-07-28 additions
+            assert body["jsonrpc"] == "2.0" and "resultType" not in body["result"], body
+        else:
+            validate(body, "core", "JSONRPCResultResponse")

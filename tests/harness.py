@@ -122,7 +122,7 @@ class ServerProcess:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
@@ -162,7 +162,7 @@ class ServerProcess:
             self.proc.wait(timeout=30)
             return None
 
-    def restart(self) -> "ServerProcess":
+    def restart(self) -> ServerProcess:
         self.stop()
         return self.start()
 

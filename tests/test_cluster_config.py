@@ -24,10 +24,15 @@ import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.serve.schema import ServeDeploySchema
 
+from serve_app.config import Config
 from serve_app.deployment import APP_NAME, AppArgs, app
 from tests.harness import REPO
 
-SETTINGS = set(re.findall(r"VIDFORGE_[A-Z_]+", (REPO / "serve_app" / "config.py").read_text()))
+# The variables vidforge reads: each Config field's (pydantic-settings: VIDFORGE_<FIELD>, or its alias).
+SETTINGS = {
+    field.validation_alias if isinstance(field.validation_alias, str) else f"VIDFORGE_{name.upper()}"
+    for name, field in Config.model_fields.items()
+}
 
 
 def load(path: str):

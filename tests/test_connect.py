@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.harness import REPO, ServerProcess, TOOL_NAMES
+from tests.harness import REPO, TOOL_NAMES, ServerProcess
 
 pytestmark = pytest.mark.ray
 

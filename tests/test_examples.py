@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.harness import REPO, RENDER_DEADLINE_S, ServerProcess, Wire, upload
+from tests.harness import RENDER_DEADLINE_S, REPO, ServerProcess, Wire, upload
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray

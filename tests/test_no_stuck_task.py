@@ -8,7 +8,6 @@ supervisor actor killed mid-render and a task whose start never ran are in `test
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import ray
 
-from actors.task_registry import TERMINAL
+from mcp_protocol.domain import RenderRequest, TaskRecord
 from serve_app.assets import AssetStore
 from serve_app.config import Config
 from serve_app.handles import registry_handle
@@ -36,7 +35,9 @@ def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("no-stuck")
     namespace = f"test-no-stuck-{uuid.uuid4().hex}"
     ray.init(num_cpus=CPUS, include_dashboard=False, namespace=namespace)
-    config = dataclasses.replace(Config.from_env(data_dir=str(root / "data")), namespace=namespace, render_workers=2)
+    config = Config.from_env(data_dir=str(root / "data")).model_copy(
+        update={"namespace": namespace, "render_workers": 2}
+    )
     registry = registry_handle(config)
     try:
         assets = AssetStore(config)
@@ -65,23 +66,23 @@ async def create(env, watermark: bool = False) -> str:
     args = {"source_asset_uri": env.source, "output_format": "mp4", "resolution": "720p"}
     if watermark:
         args["watermark"] = {"image_asset_uri": env.logo, "position": "bottom_right", "opacity": 0.6}
-    return (await env.registry.create.remote(PRINCIPAL, args))["task"]["task_id"]
+    return (await env.registry.create.remote(PRINCIPAL, RenderRequest.model_validate(args))).task.task_id
 
 
-async def wait_for(env, task_id: str, condition, what: str) -> dict:
+async def wait_for(env, task_id: str, condition, what: str) -> TaskRecord:
     deadline = time.monotonic() + DEADLINE_S
     while True:
         rec = await env.registry.get_any.remote(task_id)
         if condition(rec):
             return rec
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {rec['status']} {rec['status_message']}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {rec.status} {rec.status_message}"
         await asyncio.sleep(0.2)
 
 
 async def ended_cancelled(env, supervisor: RenderSupervisor, task_id: str) -> None:
     """The task ends cancelled, its driver is gone, no file of it is left, and the quota is free again."""
-    rec = await wait_for(env, task_id, lambda r: r["status"] in TERMINAL, "the task to end")
-    assert rec["status"] == "cancelled", rec
+    rec = await wait_for(env, task_id, lambda r: r.status.terminal, "the task to end")
+    assert rec.status == "cancelled", rec
     deadline = time.monotonic() + DEADLINE_S
     while task_id in supervisor.running:
         assert time.monotonic() < deadline, "the driver never stopped"
@@ -108,7 +109,7 @@ def test_a_cancel_intent_alone_stops_a_render_while_it_encodes(env):
     async def scenario(supervisor):
         task_id = await create(env)
         await supervisor.start(task_id)
-        await wait_for(env, task_id, lambda r: r["frames_done"] > 0, "frames to be encoded")
+        await wait_for(env, task_id, lambda r: r.frames_done > 0, "frames to be encoded")
         await env.registry.request_cancel.remote(PRINCIPAL, task_id)
         await ended_cancelled(env, supervisor, task_id)
 
@@ -119,7 +120,7 @@ def test_a_cancel_intent_alone_stops_a_render_awaiting_approval(env):
     async def scenario(supervisor):
         task_id = await create(env, watermark=True)
         await supervisor.start(task_id)
-        await wait_for(env, task_id, lambda r: r["status"] == "input_required", "the approval request")
+        await wait_for(env, task_id, lambda r: r.status == "input_required", "the approval request")
         await env.registry.request_cancel.remote(PRINCIPAL, task_id)
         await ended_cancelled(env, supervisor, task_id)
 

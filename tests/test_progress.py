@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from mcp_protocol import views
+from mcp_protocol.domain import PendingApproval, RenderRequest, TaskRecord, Watermark
 from mcp_protocol.progress import RenderProgress, SpeedMeter, eta_text
+
+pytestmark = pytest.mark.fast
 
 ENCODING = RenderProgress("rendering", 3021, 7200, fps=58.3, source_fps=30.0)
 
@@ -75,27 +78,26 @@ def test_speed_meter_measures_over_a_sliding_window():
 
 
 def test_record_fields_round_trip_through_the_registry_shape():
-    rec = {"phase": "rendering", **{k: v for k, v in ENCODING.fields().items() if k != "phase"}}
+    rec = record(**ENCODING.fields())
     assert RenderProgress.of(rec) == ENCODING
-    old = {"phase": "muxing", "frames_done": 5, "frames_total": 5}  # stored before live progress existed
-    assert RenderProgress.of(old) == RenderProgress("muxing", 5, 5)
 
 
 def record(status="working", **fields):
-    rec = {
+    values = {
         "task_id": "task_x", "principal": "alice", "status": status, "phase": "rendering",
-        "status_message": "Render queued; encoding starts shortly.", "frames_done": 0, "frames_total": 0,
-        "fps": None, "source_fps": None, "created_at_ms": 0, "last_updated_at_ms": 0, "ttl_ms": 1,
-        "poll_interval_ms": 500, "input_request": None, "approval_deadline_ms": None, "result": None,
+        "request": RenderRequest(source_asset_uri="vidforge://assets/a_1", output_format="mp4", resolution="720p",
+                                 watermark=Watermark(image_asset_uri="vidforge://assets/a_2")),
+        "status_message": "Render queued; encoding starts shortly.", "created_at_ms": 0, "last_updated_at_ms": 0,
+        "ttl_ms": 1, "poll_interval_ms": 500,
     }
-    return {**rec, **fields}
+    return TaskRecord.model_validate({**values, **fields})
 
 
 def test_views_show_live_progress_on_both_surfaces():
     rec = record(**ENCODING.fields())
     caller = views.Caller(principal="alice", tasks=True)
-    assert views.detailed_task(rec, caller)["statusMessage"] == ENCODING.message()
-    status = views.render_status(rec, expires_ms=0)
+    assert views.detailed_task(rec, caller, retention_s=1)["statusMessage"] == ENCODING.message()
+    status = views.render_status(rec, retention_s=1)
     assert status["progress"] == ENCODING.fraction and status["status_message"] == ENCODING.message()
     assert set(status) <= {"render_id", "state", "terminal", "poll_after_ms", "progress", "status_message",
                            "expires_at", "terminal_states", "follow_up"}  # outputSchema: no extra properties
@@ -103,15 +105,15 @@ def test_views_show_live_progress_on_both_surfaces():
 
 def test_views_keep_the_contract_message_while_awaiting_approval():
     rec = record(
-        status="input_required", phase="awaiting_watermark_approval", approval_deadline_ms=1_785_335_762_000,
-        input_request={"preview_uri": "vidforge://renders/task_x/watermark-preview.png", "timeout_s": 1800},
+        status="input_required", phase="awaiting_watermark_approval",
+        pending=PendingApproval(key="watermark-approval-1", deadline_ms=1_785_335_762_000, timeout_s=1800),
         **{k: v for k, v in ENCODING.fields().items() if k != "phase"},
     )
     caller = views.Caller(principal="alice", tasks=True, elicitation_form=True)
-    assert views.detailed_task(rec, caller)["statusMessage"] == (
+    assert views.detailed_task(rec, caller, retention_s=1)["statusMessage"] == (
         "Waiting for user approval of the watermark preview at "
         "vidforge://renders/task_x/watermark-preview.png. Unanswered approvals time out after 30 minutes."
     )
-    status = views.render_status(rec, expires_ms=0)
+    status = views.render_status(rec, retention_s=1)
     assert status["status_message"] == "Waiting for watermark approval; times out 2026-07-29T14:36:02Z."
     assert status["progress"] == ENCODING.fraction  # frames still count while the decision is pending

@@ -51,11 +51,13 @@ def create_behind_the_service(server: ServerProcess, principal: str, arguments: 
     create whose supervisor start never ran leaves behind (a client gone mid-call, a replica crash)."""
     address = re.search(r"Ray cluster at (\S+)", server.log_path.read_text()).group(1)
     script = (
-        "import json, sys, ray\n"
+        "import sys, ray\n"
         "from actors.handle import REGISTRY_NAME\n"
+        "from mcp_protocol.domain import RenderRequest\n"
         "ray.init(address=sys.argv[1], namespace='vidforge', log_to_driver=False)\n"
         "registry = ray.get_actor(REGISTRY_NAME)\n"
-        "print(ray.get(registry.create.remote(sys.argv[2], json.loads(sys.argv[3])))['task']['task_id'])\n"
+        "request = RenderRequest.model_validate_json(sys.argv[3])\n"
+        "print(ray.get(registry.create.remote(sys.argv[2], request)).task.task_id)\n"
     )
     # A local `ray.init` turns token auth on by default (the token in ~/.ray); a driver joining it must too.
     env = {**server.env, "RAY_AUTH_MODE": server.env.get("RAY_AUTH_MODE", "token")}
@@ -86,6 +88,7 @@ def test_registry_actor_killed_mid_render(tmp_path, long_clip):
     try:
         wire, task_id = start_long_render(server, long_clip)
         before = wire.task("tasks/get", task_id)["result"]
+        assert before["status"] == "working", before  # the kill below comes mid-render
         kill_actor(server, "TaskRegistry")
         done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
         assert done["status"] == "completed" and done["result"]["isError"] is False
@@ -133,6 +136,8 @@ def test_whole_server_restarted_mid_render(tmp_path, long_clip):
     server = ServerProcess(tmp_path / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
     try:
         wire, task_id = start_long_render(server, long_clip)
+        in_flight = wire.task("tasks/get", task_id)["result"]
+        assert in_flight["status"] == "working", in_flight  # the restart below comes mid-render
         wire.close()
         server.restart()
         recovered = Wire(server.url, tasks=True)  # a second client: it knows nothing but the taskId

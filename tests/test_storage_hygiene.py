@@ -20,7 +20,7 @@ import time
 import httpx
 
 from actors import TaskRegistry
-from mcp_protocol.results import render_success_result
+from mcp_protocol.domain import Artifact, RenderRequest, Succeeded
 from serve_app.assets import AssetStore
 from serve_app.config import Config
 from tests.harness import ServerProcess, Wire, poll_task, wait_until
@@ -139,22 +139,17 @@ def _seed_registry(data_dir, old: int) -> tuple[list[str], str]:
     async def seed() -> tuple[list[str], str]:
         now = time.time()
         clock = {"now": now - 30 * DAY_S}
-        registry = TaskRegistry(str(data_dir), {"sweep_interval_s": 3600}, lambda: clock["now"])
-        arguments = {"source_asset_uri": "vidforge://assets/a_" + "0" * 24, **RENDER}
+        registry = TaskRegistry(Config(data_dir=str(data_dir), sweep_interval_s=3600), lambda: clock["now"])
+        request = RenderRequest(source_asset_uri="vidforge://assets/a_" + "0" * 24, **RENDER)
 
         async def completed() -> str:
-            task_id = (await registry.create("alice", arguments))["task"]["task_id"]
+            task_id = (await registry.create("alice", request)).task.task_id
             video = data_dir / "artifacts" / task_id / "final.mp4"
             video.parent.mkdir(parents=True)
             video.write_bytes(b"\x00" * 64)
-            finished_ms = int(clock["now"] * 1000)
-            artifact = {"size_bytes": 64, "duration_s": 1.0}
-            result = render_success_result(task_id, arguments, artifact, finished_ms, finished_ms + 1000)
-            await registry.finish(
-                task_id, "completed", result=result,
-                artifact={"path": str(video), "files": [str(video)], "ext": "mp4", "mime": "video/mp4",
-                          "size_bytes": 64, "duration_s": 1.0, "expires_at_ms": finished_ms + 1000},
-            )
+            artifact = Artifact(ext="mp4", size_bytes=64, duration_s=1.0,
+                                finished_at_ms=int(clock["now"] * 1000))
+            await registry.finish(task_id, Succeeded(artifact=artifact))
             return task_id
 
         old_ids = [await completed() for _ in range(old)]
@@ -224,17 +219,17 @@ def test_a_sweep_pass_deletes_at_most_one_batch_and_the_registry_answers_during_
     old_ids, recent_id = _seed_registry(data_dir, 25)
 
     async def scenario() -> list[int]:
-        registry = TaskRegistry(str(data_dir), {"sweep_interval_s": 3600, "sweep_batch": 10})
+        registry = TaskRegistry(Config(data_dir=str(data_dir), sweep_interval_s=3600, sweep_batch=10))
         deleted = []
         while True:
             sweeping = asyncio.create_task(registry.sweep())
             await asyncio.sleep(0)  # the pass runs up to its first file work, in a thread
             assert not sweeping.done()
-            assert (await registry.get("alice", recent_id))["status"] == "completed"  # answered meanwhile
+            assert (await registry.get("alice", recent_id)).status == "completed"  # answered meanwhile
             report = await sweeping
-            deleted.append(report["tasks_deleted"])
-            assert report["backlog"] == (report["tasks_deleted"] == 10)
-            if not report["backlog"]:
+            deleted.append(report.tasks_deleted)
+            assert report.backlog == (report.tasks_deleted == 10)
+            if not report.backlog:
                 return deleted
 
     assert asyncio.run(scenario()) == [10, 10, 5]

@@ -275,7 +275,8 @@ def test_bad_sources_end_in_contract_errors(server, assets, media):
     err = wire.tool("vidforge_render_video", clip_as_watermark)["structuredContent"]
     assert err["code"] == "unsupported_codec" and err["details"]["field"] == "watermark.image_asset_uri"
     for data in (b"", os.urandom(4096)):
-        response = httpx.post(f"{server.base}/assets", content=data, headers={"Authorization": "Bearer tok-alice"})
+        response = httpx.post(f"{server.base}/assets", content=data, headers={"Authorization": "Bearer tok-alice"},
+                              timeout=120)  # the isolated parse starts a worker: seconds on a loaded machine
         assert response.status_code == 415
         assert response.json()["error"]["code"] == "unsupported_codec"
 

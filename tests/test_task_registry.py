@@ -12,7 +12,22 @@ import uuid
 import pytest
 
 from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry, TaskStore
-from actors.task_registry import MAX_UNSAVED_BUMPS, IdempotencyConflict
+from actors.task_registry import MAX_UNSAVED_BUMPS, Created, IdempotencyConflict
+from mcp_protocol.domain import (
+    AnswerResult,
+    Approval,
+    ApprovalAnswer,
+    ApprovalTimedOut,
+    Artifact,
+    Cancelled,
+    PendingApproval,
+    Rejected,
+    RenderRequest,
+    Succeeded,
+)
+from serve_app.config import Config
+
+pytestmark = pytest.mark.fast
 
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
 HOUR_S = 3600
@@ -20,21 +35,18 @@ DAY_S = 24 * HOUR_S
 # Long enough that the background sweep never runs on its own; tests call sweep() themselves.
 QUIET = {"sweep_interval_s": 3600}
 
-TIMEOUT_RESULT = {"isError": True, "structuredContent": {"code": "watermark_approval_timeout"}}
-REJECTED_RESULT = {"isError": True, "structuredContent": {"code": "watermark_rejected"}}
-DONE_RESULT = {"isError": False, "structuredContent": {"status": "completed"}}
-ERROR = {"code": -32603, "message": "Internal error"}
-TERMINAL_PAYLOAD = {
-    "completed": {"result": DONE_RESULT},
-    "failed": {"error": ERROR},
-    "cancelled": {},
-}
+
+def settings(tmp_path, **config) -> Config:
+    return Config(data_dir=str(tmp_path), **{**QUIET, **config})
+
+REQUEST = RenderRequest(source_asset_uri="vidforge://assets/a_1", output_format="mp4", resolution="720p")
+ARTIFACT = Artifact(ext="mp4", size_bytes=10, duration_s=1.0,
+                    finished_at_ms=int(T0 * 1000))
+DONE = Succeeded(artifact=ARTIFACT)
+TERMINAL_END = {"completed": DONE, "cancelled": Cancelled()}
 PENDING_INPUT = {
-    "input_key": "watermark-approval-1",
     "input_seq": 1,
-    "input_request": {"preview_uri": "vidforge://renders/x/watermark-preview.png"},
-    "approval_deadline_ms": int((T0 + 1800) * 1000),
-    "timeout_result": TIMEOUT_RESULT,
+    "pending": PendingApproval(key="watermark-approval-1", deadline_ms=int((T0 + 1800) * 1000), timeout_s=1800),
     "phase": "awaiting_watermark_approval",
 }
 
@@ -51,30 +63,32 @@ class FakeClock:
 
 
 def make(tmp_path, clock=None, **config):
-    return TaskRegistry(str(tmp_path), {**QUIET, **config}, clock or FakeClock())
+    return TaskRegistry(settings(tmp_path, **config), clock or FakeClock())
 
 
 def run(coro):
     return asyncio.run(coro)
 
 
-async def new_task(reg, principal="alice", **kwargs):
-    return (await reg.create(principal, {"source_asset_uri": "vidforge://assets/a_1"}, **kwargs))["task"]
+def request(**changes) -> RenderRequest:
+    return REQUEST.model_copy(update=changes)
 
 
-async def ask_approval(reg, task_id, deadline_s=T0 + 1800):
-    return await reg.request_input(
-        task_id, {"preview_uri": "vidforge://renders/p.png"}, int(deadline_s * 1000), TIMEOUT_RESULT
-    )
+async def new_task(reg, principal="alice", **changes):
+    return (await reg.create(principal, request(**changes))).task
+
+
+async def ask_approval(reg, task_id, timeout_s=1800):
+    return await reg.request_input(task_id, timeout_s)
 
 
 async def task_in(reg, status):
     """A fresh task brought to ``status`` through the public driver methods."""
     task = await new_task(reg)
     if status == "input_required":
-        return await ask_approval(reg, task["task_id"])
-    if status in TERMINAL_PAYLOAD:
-        return await reg.finish(task["task_id"], status, **TERMINAL_PAYLOAD[status])
+        return await ask_approval(reg, task.task_id)
+    if status in TERMINAL_END:
+        return await reg.finish(task.task_id, TERMINAL_END[status])
     return task
 
 
@@ -84,32 +98,33 @@ async def task_in(reg, status):
 def test_create_returns_a_working_queued_record(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        created = await reg.create("alice", {"resolution": "1080p"}, idempotency_key="k1")
-        task = created["task"]
-        assert created["created"] is True
-        assert re.fullmatch(r"task_[a-z2-7]{26}", task["task_id"])
-        assert task["principal"] == "alice"
-        assert task["arguments"] == {"resolution": "1080p"}
-        assert task["status"] == "working" and task["phase"] == "queued"
-        assert task["status_message"] == "Render queued; encoding starts shortly."
-        assert task["created_at_ms"] == task["last_updated_at_ms"] == int(T0 * 1000)
-        assert task["ttl_ms"] == 86_400_000 and task["poll_interval_ms"] == 10_000
-        assert task["version"] == 1 and task["attempt"] == 0 and task["input_seq"] == 0
-        assert task["result"] is task["error"] is task["artifact"] is task["approval"] is None
-        assert await reg.get("alice", task["task_id"]) == task
+        created = await reg.create("alice", request(resolution="1080p", idempotency_key="k1"))
+        task = created.task
+        assert created.created is True
+        assert re.fullmatch(r"task_[a-z2-7]{26}", task.task_id)
+        assert task.principal == "alice"
+        assert task.request == request(resolution="1080p", idempotency_key="k1")
+        assert task.status == "working" and task.phase == "queued"
+        assert task.status_message == "Render queued; encoding starts shortly."
+        assert task.created_at_ms == task.last_updated_at_ms == int(T0 * 1000)
+        assert task.ttl_ms == 86_400_000 and task.poll_interval_ms == 10_000
+        assert task.version == 1 and task.attempt == 0 and task.input_seq == 0
+        assert task.end is task.artifact is task.approval is task.pending is None
+        assert await reg.get("alice", task.task_id) == task
 
     run(scenario())
 
 
-def test_returned_records_are_copies(tmp_path):
+def test_returned_records_cannot_change_the_registrys(tmp_path):
     async def scenario():
         reg = make(tmp_path)
         task = await new_task(reg)
-        task["status"] = "completed"
-        task["arguments"]["source_asset_uri"] = "tampered"
-        stored = await reg.get_any(task["task_id"])
-        assert stored["status"] == "working"
-        assert stored["arguments"]["source_asset_uri"] == "vidforge://assets/a_1"
+        with pytest.raises(ValueError):  # pydantic's frozen-instance error
+            task.status = "completed"
+        with pytest.raises(ValueError):
+            task.request.source_asset_uri = "tampered"
+        stored = await reg.get_any(task.task_id)
+        assert stored.status == "working" and stored.request.source_asset_uri == "vidforge://assets/a_1"
 
     run(scenario())
 
@@ -118,10 +133,10 @@ def test_foreign_task_reads_like_an_unknown_one(tmp_path):
     async def scenario():
         reg = make(tmp_path)
         task = await new_task(reg, "alice")
-        assert await reg.get("mallory", task["task_id"]) is None
+        assert await reg.get("mallory", task.task_id) is None
         assert await reg.get("mallory", "task_doesnotexist") is None
-        assert await reg.request_cancel("mallory", task["task_id"]) is None
-        assert await reg.get_artifact("mallory", task["task_id"]) is None
+        assert await reg.request_cancel("mallory", task.task_id) is None
+        assert await reg.get_artifact("mallory", task.task_id) is None
         assert await reg.get_any("task_doesnotexist") is None
 
     run(scenario())
@@ -133,19 +148,19 @@ LEGAL = [
     ("working", "working"),
     ("working", "input_required"),
     ("working", "completed"),
-    ("working", "failed"),
     ("working", "cancelled"),
     ("input_required", "input_required"),
     ("input_required", "working"),
     ("input_required", "completed"),
-    ("input_required", "failed"),
     ("input_required", "cancelled"),
 ]
-STATUSES = ["working", "input_required", "completed", "failed", "cancelled"]
+STATUSES = ["working", "input_required", "completed", "cancelled"]
 
 
 def fields_for(status):
-    return {"input_required": PENDING_INPUT, "working": {"phase": "rendering"}}.get(status) or TERMINAL_PAYLOAD[status]
+    if status in TERMINAL_END:
+        return {"end": TERMINAL_END[status]}
+    return {"input_required": PENDING_INPUT, "working": {"phase": "rendering", "pending": None}}[status]
 
 
 @pytest.mark.parametrize(("start", "target"), LEGAL)
@@ -153,24 +168,24 @@ def test_legal_transitions(tmp_path, start, target):
     async def scenario():
         reg = make(tmp_path)
         task = await task_in(reg, start)
-        moved = await reg.transition(task["task_id"], target, **fields_for(target), status_message="moved")
-        assert moved["status"] == target
-        assert moved["version"] == task["version"] + 1
-        if target in TERMINAL_PAYLOAD:
-            assert moved["phase"] == "done" and moved["input_key"] is None and moved["timeout_result"] is None
+        moved = await reg.transition(task.task_id, target, **fields_for(target), status_message="moved")
+        assert moved.status == target
+        assert moved.version == task.version + 1
+        if target in TERMINAL_END:
+            assert moved.phase == "done" and moved.pending is None and moved.end == TERMINAL_END[target]
 
     run(scenario())
 
 
-@pytest.mark.parametrize("start", ["completed", "failed", "cancelled"])
+@pytest.mark.parametrize("start", ["completed", "cancelled"])
 @pytest.mark.parametrize("target", STATUSES)
 def test_terminal_states_never_change(tmp_path, start, target):
     async def scenario():
         reg = make(tmp_path)
         task = await task_in(reg, start)
         with pytest.raises(InvalidTransition):
-            await reg.transition(task["task_id"], target, **fields_for(target))
-        assert await reg.get_any(task["task_id"]) == task
+            await reg.transition(task.task_id, target, **fields_for(target))
+        assert await reg.get_any(task.task_id) == task
 
     run(scenario())
 
@@ -178,7 +193,7 @@ def test_terminal_states_never_change(tmp_path, start, target):
 def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         with pytest.raises(InvalidTransition):
             await reg.transition(task_id, "paused")
         with pytest.raises(ValueError):
@@ -187,13 +202,15 @@ def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
             await reg.transition(task_id, "working", phase="done")
         with pytest.raises(ValueError):
             await reg.transition(task_id, "working", phase="encoding")
-        with pytest.raises(ValueError):  # only terminal tasks carry a result or error
-            await reg.transition(task_id, "working", result=DONE_RESULT)
-        with pytest.raises(ValueError):  # no pending input without a deadline and timeout outcome
+        with pytest.raises(ValueError):  # only terminal tasks carry an end
+            await reg.transition(task_id, "working", end=DONE)
+        with pytest.raises(ValueError):  # no input_required without a pending approval (its deadline)
             await reg.transition(task_id, "input_required")
+        with pytest.raises(InvalidTransition):  # vidforge never produces ext-tasks' `failed`
+            await reg.transition(task_id, "failed")
         with pytest.raises(TaskNotFound):
             await reg.transition("task_doesnotexist", "working")
-        assert (await reg.get_any(task_id))["version"] == 1
+        assert (await reg.get_any(task_id)).version == 1
 
     run(scenario())
 
@@ -202,20 +219,19 @@ def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
     ("status", "payload"),
     [
         ("completed", {}),
-        ("completed", {"result": DONE_RESULT, "error": ERROR}),
-        ("failed", {}),
-        ("failed", {"error": ERROR, "result": DONE_RESULT}),
-        ("cancelled", {"result": DONE_RESULT}),
-        ("cancelled", {"error": ERROR}),
+        ("completed", {"end": Cancelled()}),
+        ("cancelled", {}),
+        ("cancelled", {"end": DONE}),
     ],
 )
-def test_terminal_payload_rule(tmp_path, status, payload):
+def test_terminal_end_rule(tmp_path, status, payload):
+    """A completed task carries how it ended; only a cancelled one ends cancelled."""
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         with pytest.raises(ValueError):
-            await reg.finish(task_id, status, **payload)
-        assert (await reg.get_any(task_id))["status"] == "working"
+            await reg.transition(task_id, status, **payload)
+        assert (await reg.get_any(task_id)).status == "working"
 
     run(scenario())
 
@@ -224,12 +240,10 @@ def test_finish_on_a_terminal_task_reports_the_lost_race(tmp_path):
     async def scenario():
         reg = make(tmp_path)
         task = await task_in(reg, "cancelled")
-        assert await reg.finish(task["task_id"], "completed", result=DONE_RESULT) is None
-        assert await reg.set_progress(task["task_id"], 10, 10) is None
-        assert await reg.bump_attempt(task["task_id"]) is None
-        assert await reg.get_any(task["task_id"]) == task
-        with pytest.raises(ValueError):
-            await reg.finish(task["task_id"], "working")
+        assert await reg.finish(task.task_id, DONE) is None
+        assert await reg.set_progress(task.task_id, 10, 10) is None
+        assert await reg.bump_attempt(task.task_id) is None
+        assert await reg.get_any(task.task_id) == task
 
     run(scenario())
 
@@ -240,7 +254,7 @@ def test_unchanged_transition_does_not_bump_version(tmp_path):
         reg = make(tmp_path, clock)
         task = await new_task(reg)
         clock.advance(5)
-        same = await reg.transition(task["task_id"], "working", phase="queued")
+        same = await reg.transition(task.task_id, "working", phase="queued")
         assert same == task
 
     run(scenario())
@@ -252,14 +266,14 @@ def test_unchanged_transition_does_not_bump_version(tmp_path):
 def test_idempotency_key_replays_for_the_same_principal_only(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        first = await reg.create("alice", {"a": 1}, idempotency_key="launch")
-        replay = await reg.create("alice", {"a": 1}, idempotency_key="launch")
-        assert replay == {"task": first["task"], "created": False}
-        other = await reg.create("bob", {"a": 1}, idempotency_key="launch")
-        assert other["created"] is True and other["task"]["task_id"] != first["task"]["task_id"]
-        unkeyed = [await reg.create("alice", {"a": 1}) for _ in range(2)]
-        assert all(c["created"] for c in unkeyed)
-        assert unkeyed[0]["task"]["task_id"] != unkeyed[1]["task"]["task_id"]
+        first = await reg.create("alice", request(idempotency_key="launch"))
+        replay = await reg.create("alice", request(idempotency_key="launch"))
+        assert replay == Created(first.task, created=False)
+        other = await reg.create("bob", request(idempotency_key="launch"))
+        assert other.created is True and other.task.task_id != first.task.task_id
+        unkeyed = [await reg.create("alice", request()) for _ in range(2)]
+        assert all(c.created for c in unkeyed)
+        assert unkeyed[0].task.task_id != unkeyed[1].task.task_id
 
     run(scenario())
 
@@ -268,16 +282,16 @@ def test_idempotency_key_expires_after_its_ttl(tmp_path):
     async def scenario():
         clock = FakeClock()
         reg = make(tmp_path, clock)
-        first = await reg.create("alice", {}, idempotency_key="launch")
+        first = await reg.create("alice", request(idempotency_key="launch"))
         clock.advance(DAY_S - 0.001)
-        assert (await reg.create("alice", {}, idempotency_key="launch"))["created"] is False
+        assert (await reg.create("alice", request(idempotency_key="launch"))).created is False
         clock.advance(0.001)
-        fresh = await reg.create("alice", {}, idempotency_key="launch")
-        assert fresh["created"] is True and fresh["task"]["task_id"] != first["task"]["task_id"]
+        fresh = await reg.create("alice", request(idempotency_key="launch"))
+        assert fresh.created is True and fresh.task.task_id != first.task.task_id
         # The new claim lives on; only the sweep of a later day drops it.
-        assert (await reg.sweep())["idempotency_keys_dropped"] == 0
+        assert (await reg.sweep()).idempotency_keys_dropped == 0
         clock.advance(DAY_S)
-        assert (await reg.sweep())["idempotency_keys_dropped"] == 1
+        assert (await reg.sweep()).idempotency_keys_dropped == 1
 
     run(scenario())
 
@@ -285,8 +299,8 @@ def test_idempotency_key_expires_after_its_ttl(tmp_path):
 def test_idempotent_replay_is_not_blocked_by_the_quota(tmp_path):
     async def scenario():
         reg = make(tmp_path, max_concurrent_renders=1)
-        first = await reg.create("alice", {}, idempotency_key="launch")
-        assert (await reg.create("alice", {}, idempotency_key="launch"))["task"] == first["task"]
+        first = await reg.create("alice", request(idempotency_key="launch"))
+        assert (await reg.create("alice", request(idempotency_key="launch"))).task == first.task
 
     run(scenario())
 
@@ -295,20 +309,21 @@ def test_idempotency_key_with_other_arguments_is_a_conflict_naming_the_original(
     async def scenario():
         reg = make(tmp_path, max_concurrent_renders=1)
         args = {"source_asset_uri": "vidforge://assets/a_1", "output_format": "mp4", "resolution": "720p",
-                "idempotency_key": "launch"}
-        first = (await reg.create("alice", args, idempotency_key="launch"))["task"]
-        # The same request: key order does not matter, and the key itself is not part of the comparison.
-        same = dict(reversed(list(args.items())))
-        assert await reg.replay("alice", same, "launch") == first
-        assert (await reg.create("alice", same, idempotency_key="launch"))["task"] == first
-        other = {**args, "resolution": "1080p"}
+                "watermark": {"image_asset_uri": "vidforge://assets/a_2"}, "idempotency_key": "launch"}
+        first = (await reg.create("alice", RenderRequest.model_validate(args))).task
+        # The same request: key order does not matter, nor a default spelled out.
+        spelled = {**args, "watermark": {"opacity": 1, "image_asset_uri": "vidforge://assets/a_2"}}
+        same = RenderRequest.model_validate(dict(reversed(list(spelled.items()))))
+        assert await reg.replay("alice", same) == first
+        assert (await reg.create("alice", same)).task == first
+        other = request(resolution="1080p", idempotency_key="launch")
         with pytest.raises(IdempotencyConflict) as excinfo:
-            await reg.replay("alice", other, "launch")
-        assert excinfo.value.task_id == first["task_id"]
+            await reg.replay("alice", other)
+        assert excinfo.value.task_id == first.task_id
         with pytest.raises(IdempotencyConflict):  # checked before the quota, which alice has used up
-            await reg.create("alice", other, idempotency_key="launch")
-        assert await reg.replay("alice", args, "unused") is None
-        assert await reg.replay("bob", other, "launch") is None  # keys are per principal
+            await reg.create("alice", other)
+        assert await reg.replay("alice", request(idempotency_key="unused")) is None
+        assert await reg.replay("bob", other) is None  # keys are per principal
         assert len(reg._store.load_tasks()) == 1  # nothing was created by the conflicts
 
     run(scenario())
@@ -328,7 +343,7 @@ def test_quota_counts_non_terminal_tasks_per_principal(tmp_path):
         assert (excinfo.value.active, excinfo.value.limit) == (2, 2)
         assert await reg.count_active("alice") == 2
         await new_task(reg, "bob")  # other principals are unaffected
-        await reg.finish(first["task_id"], "cancelled")
+        await reg.finish(first.task_id, Cancelled())
         assert await reg.count_active("alice") == 1
         await new_task(reg)
 
@@ -341,12 +356,12 @@ def test_quota_retry_after_projects_the_soonest_finish(tmp_path):
         reg = make(tmp_path, clock, max_concurrent_renders=2)
         slow, fast = await new_task(reg), await new_task(reg)
         clock.advance(100)
-        await reg.set_progress(slow["task_id"], 100, 1000)  # 10% in 100 s: 900 s to go
-        await reg.set_progress(fast["task_id"], 250, 1000)  # 25% in 100 s: 300 s to go
+        await reg.set_progress(slow.task_id, 100, 1000)  # 10% in 100 s: 900 s to go
+        await reg.set_progress(fast.task_id, 250, 1000)  # 25% in 100 s: 300 s to go
         with pytest.raises(QuotaExceeded) as excinfo:
             await new_task(reg)
         assert excinfo.value.retry_after_ms == 300_000
-        await reg.set_progress(fast["task_id"], 1000, 1000)  # done encoding, muxing: clamp to the floor
+        await reg.set_progress(fast.task_id, 1000, 1000)  # done encoding, muxing: clamp to the floor
         with pytest.raises(QuotaExceeded) as excinfo:
             await new_task(reg)
         assert excinfo.value.retry_after_ms == 1000
@@ -380,14 +395,14 @@ def test_errors_survive_pickling():
 def test_progress_is_monotonic_and_only_real_changes_bump_the_version(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         step = await reg.set_progress(task_id, 50, 100, phase="rendering", message="Rendering: 50%")
-        assert (step["frames_done"], step["frames_total"], step["phase"]) == (50, 100, "rendering")
-        assert step["status_message"] == "Rendering: 50%" and step["version"] == 2
+        assert (step.frames_done, step.frames_total, step.phase) == (50, 100, "rendering")
+        assert step.status_message == "Rendering: 50%" and step.version == 2
         back = await reg.set_progress(task_id, 30, 100)
         assert back == step  # a late, smaller report changes nothing
         forward = await reg.set_progress(task_id, 60, 100)
-        assert forward["frames_done"] == 60 and forward["version"] == 3
+        assert forward.frames_done == 60 and forward.version == 3
 
     run(scenario())
 
@@ -395,11 +410,11 @@ def test_progress_is_monotonic_and_only_real_changes_bump_the_version(tmp_path):
 def test_progress_while_awaiting_approval_keeps_naming_the_pending_input(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
-        await reg.request_input(task_id, {}, int((T0 + 60) * 1000), TIMEOUT_RESULT, message="Approve the watermark")
+        task_id = (await new_task(reg)).task_id
+        await reg.request_input(task_id, 60, message="Approve the watermark")
         step = await reg.set_progress(task_id, 40, 100, phase="rendering", message="Rendering: 40%")
-        assert step["frames_done"] == 40 and step["status"] == "input_required"
-        assert step["phase"] == "awaiting_watermark_approval" and step["status_message"] == "Approve the watermark"
+        assert step.frames_done == 40 and step.status == "input_required"
+        assert step.phase == "awaiting_watermark_approval" and step.status_message == "Approve the watermark"
 
     run(scenario())
 
@@ -410,30 +425,28 @@ def test_progress_while_awaiting_approval_keeps_naming_the_pending_input(tmp_pat
 def test_input_keys_are_never_reused_across_rounds(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         first = await ask_approval(reg, task_id)
-        assert (first["status"], first["input_key"], first["poll_interval_ms"]) == (
+        assert (first.status, first.pending.key, first.poll_interval_ms) == (
             "input_required",
             "watermark-approval-1",
             30_000,
         )
-        assert first["phase"] == "awaiting_watermark_approval"
+        assert first.phase == "awaiting_watermark_approval"
         answered = await reg.answer_input("alice", task_id, True, key="watermark-approval-1")
-        assert answered["outcome"] == "recorded"
-        assert (answered["task"]["status"], answered["task"]["phase"]) == ("working", "rendering")
-        assert answered["task"]["poll_interval_ms"] == 10_000 and answered["task"]["input_key"] is None
+        assert answered.result == "recorded"
+        assert (answered.task.status, answered.task.phase) == ("working", "rendering")
+        assert answered.task.poll_interval_ms == 10_000 and answered.task.pending is None
 
         second = await ask_approval(reg, task_id)
-        assert second["input_key"] == "watermark-approval-2" and second["approval"] is None
+        assert second.pending.key == "watermark-approval-2" and second.approval is None
         stale = await reg.answer_input("alice", task_id, False, key="watermark-approval-1")
-        assert stale["outcome"] == "ignored" and stale["task"]["status"] == "input_required"
+        assert stale.result == "ignored" and stale.task.status == "input_required"
         with pytest.raises(InvalidTransition):  # one outstanding request at a time
             await ask_approval(reg, task_id)
-        done = await reg.answer_input(
-            "alice", task_id, False, note="too big", key="watermark-approval-2", rejected_result=REJECTED_RESULT
-        )
-        assert done["outcome"] == "recorded"
-        assert done["task"]["approval"]["key"] == "watermark-approval-2"
+        done = await reg.answer_input("alice", task_id, False, note="too big", key="watermark-approval-2")
+        assert done.result == "recorded"
+        assert done.task.approval.key == "watermark-approval-2"
 
     run(scenario())
 
@@ -442,59 +455,46 @@ def test_answer_input_outcomes(tmp_path):
     async def scenario():
         clock = FakeClock()
         reg = make(tmp_path, clock)
-        task_id = (await new_task(reg))["task_id"]
-        assert await reg.answer_input("mallory", task_id, True) == {"outcome": "not_found", "task": None}
-        assert await reg.answer_input("alice", "task_doesnotexist", True) == {"outcome": "not_found", "task": None}
-        assert (await reg.answer_input("alice", task_id, True))["outcome"] == "not_pending"
+        task_id = (await new_task(reg)).task_id
+        not_found = ApprovalAnswer(result=AnswerResult.NOT_FOUND, task=None)
+        assert await reg.answer_input("mallory", task_id, True) == not_found
+        assert await reg.answer_input("alice", "task_doesnotexist", True) == not_found
+        assert (await reg.answer_input("alice", task_id, True)).result == "not_pending"
 
         await ask_approval(reg, task_id)
-        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-9"))["outcome"] == "ignored"
+        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-9")).result == "ignored"
         clock.advance(7)
         recorded = await reg.answer_input("alice", task_id, True, note="looks good")
-        assert recorded["outcome"] == "recorded"
-        assert recorded["task"]["approval"] == {
-            "key": "watermark-approval-1",
-            "approved": True,
-            "note": "looks good",
-            "at_ms": int((T0 + 7) * 1000),
-        }
+        assert recorded.result == "recorded"
+        assert recorded.task.approval == Approval(
+            key="watermark-approval-1", approved=True, note="looks good", at_ms=int((T0 + 7) * 1000)
+        )
         replayed = await reg.answer_input("alice", task_id, True)
-        assert replayed == {"outcome": "replayed", "task": recorded["task"]}
-        conflict = await reg.answer_input("alice", task_id, False, rejected_result=REJECTED_RESULT)
-        assert conflict == {"outcome": "conflict", "task": recorded["task"]}
+        assert replayed == ApprovalAnswer(result=AnswerResult.REPLAYED, task=recorded.task)
+        conflict = await reg.answer_input("alice", task_id, False)
+        assert conflict == ApprovalAnswer(result=AnswerResult.CONFLICT, task=recorded.task)
         # An answered key is no longer outstanding.
-        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-1"))["outcome"] == "ignored"
+        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-1")).result == "ignored"
 
     run(scenario())
 
 
-def test_rejection_completes_with_the_rejected_result_atomically(tmp_path):
+def test_rejection_completes_as_rejected_atomically(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         await ask_approval(reg, task_id)
         before = await reg.get_any(task_id)
-        rejected = await reg.answer_input("alice", task_id, False, note="logo too large", rejected_result=REJECTED_RESULT)
-        task = rejected["task"]
-        assert rejected["outcome"] == "recorded"
-        assert (task["status"], task["phase"], task["result"]) == ("completed", "done", REJECTED_RESULT)
-        assert task["approval"]["approved"] is False and task["approval"]["note"] == "logo too large"
-        assert task["input_key"] is None and task["version"] == before["version"] + 1
-        assert (await reg.answer_input("alice", task_id, False))["outcome"] == "replayed"
-        assert (await reg.answer_input("alice", task_id, True))["outcome"] == "conflict"
-        assert await reg.finish(task_id, "completed", result=DONE_RESULT) is None
-
-    run(scenario())
-
-
-def test_rejection_without_a_result_records_nothing(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
-        pending = await ask_approval(reg, task_id)
-        with pytest.raises(ValueError):
-            await reg.answer_input("alice", task_id, False)
-        assert await reg.get_any(task_id) == pending
+        rejected = await reg.answer_input("alice", task_id, False, note="logo too large")
+        task = rejected.task
+        assert rejected.result == "recorded"
+        assert (task.status, task.phase) == ("completed", "done")
+        assert isinstance(task.end, Rejected) and task.end.note == "logo too large"
+        assert task.approval.approved is False and task.approval.note == "logo too large"
+        assert task.pending is None and task.version == before.version + 1
+        assert (await reg.answer_input("alice", task_id, False)).result == "replayed"
+        assert (await reg.answer_input("alice", task_id, True)).result == "conflict"
+        assert await reg.finish(task_id, DONE) is None
 
     run(scenario())
 
@@ -503,17 +503,17 @@ def test_sweep_times_out_unanswered_approvals(tmp_path):
     async def scenario():
         clock = FakeClock()
         reg = make(tmp_path, clock)
-        task_id = (await new_task(reg))["task_id"]
-        await ask_approval(reg, task_id, deadline_s=T0 + 1800)
+        task_id = (await new_task(reg)).task_id
+        await ask_approval(reg, task_id, timeout_s=1800)
         clock.advance(1799)
-        assert (await reg.sweep())["approvals_timed_out"] == 0
+        assert (await reg.sweep()).approvals_timed_out == 0
         clock.advance(1)
-        assert (await reg.sweep())["approvals_timed_out"] == 1
+        assert (await reg.sweep()).approvals_timed_out == 1
         task = await reg.get_any(task_id)
-        assert (task["status"], task["phase"], task["result"]) == ("completed", "done", TIMEOUT_RESULT)
-        assert task["input_key"] is None and task["approval_deadline_ms"] is None
-        assert (await reg.answer_input("alice", task_id, True))["outcome"] == "not_pending"
-        assert (await reg.sweep())["approvals_timed_out"] == 0
+        assert (task.status, task.phase) == ("completed", "done")
+        assert isinstance(task.end, ApprovalTimedOut) and task.end.timeout_s == 1800 and task.pending is None
+        assert (await reg.answer_input("alice", task_id, True)).result == "not_pending"
+        assert (await reg.sweep()).approvals_timed_out == 0
 
     run(scenario())
 
@@ -522,11 +522,11 @@ def test_background_sweep_starts_lazily_and_wakes_watchers(tmp_path):
     async def scenario():
         clock = FakeClock()
         reg = make(tmp_path, clock, sweep_interval_s=0.01)
-        task_id = (await new_task(reg))["task_id"]
-        pending = await ask_approval(reg, task_id, deadline_s=T0 + 60)
+        task_id = (await new_task(reg)).task_id
+        pending = await ask_approval(reg, task_id, timeout_s=60)
         clock.advance(60)
-        changed = await reg.watch("alice", [task_id], {task_id: pending["version"]}, timeout_s=30)
-        assert [t["status"] for t in changed] == ["completed"]
+        changed = await reg.watch("alice", [task_id], {task_id: pending.version}, timeout_s=30)
+        assert [t.status for t in changed] == ["completed"]
 
     run(scenario())
 
@@ -537,11 +537,11 @@ def test_background_sweep_starts_lazily_and_wakes_watchers(tmp_path):
 def test_request_cancel_records_intent_idempotently(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         first = await reg.request_cancel("alice", task_id)
-        assert first["cancel_requested"] is True and first["status"] == "working" and first["version"] == 2
+        assert first.cancel_requested is True and first.status == "working" and first.version == 2
         assert await reg.request_cancel("alice", task_id) == first
-        done = await reg.finish(task_id, "cancelled")
+        done = await reg.finish(task_id, Cancelled())
         assert await reg.request_cancel("alice", task_id) == done
 
     run(scenario())
@@ -550,12 +550,10 @@ def test_request_cancel_records_intent_idempotently(tmp_path):
 def test_artifact_is_published_only_with_a_completed_task(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
-        artifact = {"path": str(tmp_path / "final.mp4"), "ext": "mp4", "mime": "video/mp4",
-                    "size_bytes": 10, "duration_s": 1.0, "expires_at_ms": 0}
+        task_id = (await new_task(reg)).task_id
         assert await reg.get_artifact("alice", task_id) is None
-        await reg.finish(task_id, "completed", result=DONE_RESULT, artifact=artifact)
-        assert await reg.get_artifact("alice", task_id) == artifact
+        await reg.finish(task_id, DONE)
+        assert await reg.get_artifact("alice", task_id) == ARTIFACT
         assert await reg.get_artifact("bob", task_id) is None
 
     run(scenario())
@@ -566,14 +564,13 @@ def test_a_requested_cancel_wins_over_any_completion(tmp_path):
     completion is discarded (None: the driver deletes its file), the task ends cancelled, the quota is free."""
     async def scenario():
         reg = make(tmp_path, max_concurrent_renders=1)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         await reg.request_cancel("alice", task_id)
-        artifact = {"path": str(tmp_path / "final.mp4"), "expires_at_ms": 0}
-        assert await reg.finish(task_id, "completed", result=DONE_RESULT, artifact=artifact) is None
+        assert await reg.finish(task_id, DONE) is None
         ended = await reg.get_any(task_id)
-        assert ended["status"] == "cancelled" and ended["artifact"] is None and ended["result"] is None
+        assert ended.status == "cancelled" and ended.end == Cancelled() and ended.artifact is None
         assert await reg.count_active("alice") == 0
-        assert await reg.finish(task_id, "cancelled") is None  # the driver's own cancel: already applied
+        assert await reg.finish(task_id, Cancelled()) is None  # the driver's own cancel: already applied
 
     run(scenario())
 
@@ -591,31 +588,31 @@ class RecordingDriver:
 def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
     async def scenario():
         clock, driver = FakeClock(), RecordingDriver()
-        reg = TaskRegistry(str(tmp_path), {**QUIET, "driver_lease_s": 15}, clock, driver)
-        unstarted = (await new_task(reg))["task_id"]  # its supervisor start never ran
-        driven = (await new_task(reg))["task_id"]
-        waiting = (await task_in(reg, "input_required"))["task_id"]
-        ended = (await task_in(reg, "completed"))["task_id"]
-        assert (await reg.sweep())["redriven"] == []  # a fresh task's start may still be on its way
+        reg = TaskRegistry(settings(tmp_path), clock, driver)
+        unstarted = (await new_task(reg)).task_id  # its supervisor start never ran
+        driven = (await new_task(reg)).task_id
+        waiting = (await task_in(reg, "input_required")).task_id
+        ended = (await task_in(reg, "completed")).task_id
+        assert (await reg.sweep()).redriven == []  # a fresh task's start may still be on its way
         await reg.renew_leases([driven])
         clock.advance(10)
         await reg.renew_leases([driven])
         clock.advance(10)
-        assert (await reg.sweep())["redriven"] == [unstarted, waiting]
+        assert (await reg.sweep()).redriven == [unstarted, waiting]
         assert driver.asked == [unstarted, waiting]
-        assert (await reg.sweep())["redriven"] == []  # the poke holds the lease: asked once per term
+        assert (await reg.sweep()).redriven == []  # the poke holds the lease: asked once per term
         clock.advance(15)
-        assert set((await reg.sweep())["redriven"]) == {unstarted, driven, waiting}  # no beat answered
+        assert set((await reg.sweep()).redriven) == {unstarted, driven, waiting}  # no beat answered
         assert ended not in driver.asked
-        await reg.finish(unstarted, "cancelled")
+        await reg.finish(unstarted, Cancelled())
         clock.advance(15)
-        assert set((await reg.sweep())["redriven"]) == {driven, waiting}
+        assert set((await reg.sweep()).redriven) == {driven, waiting}
 
         # A restarted registry holds no leases: it waits one term from its own start before asking.
-        again = TaskRegistry(str(tmp_path), {**QUIET, "driver_lease_s": 15}, clock, driver)
-        assert (await again.sweep())["redriven"] == []
+        again = TaskRegistry(settings(tmp_path), clock, driver)
+        assert (await again.sweep()).redriven == []
         clock.advance(15)
-        assert set((await again.sweep())["redriven"]) == {driven, waiting}
+        assert set((await again.sweep()).redriven) == {driven, waiting}
 
     run(scenario())
 
@@ -626,9 +623,9 @@ def test_nonterminal_and_bump_attempt_serve_the_supervisor(tmp_path):
         running = await new_task(reg)
         waiting = await task_in(reg, "input_required")
         await task_in(reg, "completed")
-        assert {t["task_id"] for t in await reg.nonterminal()} == {running["task_id"], waiting["task_id"]}
-        assert (await reg.bump_attempt(running["task_id"]))["attempt"] == 1
-        assert (await reg.bump_attempt(running["task_id"]))["attempt"] == 2
+        assert {t.task_id for t in await reg.nonterminal()} == {running.task_id, waiting.task_id}
+        assert (await reg.bump_attempt(running.task_id)).attempt == 1
+        assert (await reg.bump_attempt(running.task_id)).attempt == 2
         with pytest.raises(TaskNotFound):
             await reg.bump_attempt("task_doesnotexist")
 
@@ -643,8 +640,8 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         clock = FakeClock()
         data_dir = tmp_path / "data"
         reg = make(data_dir, clock)
-        task_id = (await new_task(reg))["task_id"]
-        unfinished_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
+        unfinished_id = (await new_task(reg)).task_id
         clock.advance(HOUR_S)  # the render took an hour: the artifact outlives creation + 7 days by that
         folder = data_dir / "artifacts" / task_id
         folder.mkdir(parents=True)
@@ -652,18 +649,17 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         video.write_bytes(b"\x00" * 10)
         preview.write_bytes(b"\x89PNG")
         expires_at_ms = int((clock() + 7 * DAY_S) * 1000)
-        await reg.finish(task_id, "completed", result=DONE_RESULT,
-                         artifact={"path": str(video), "files": [str(video), str(preview)], "ext": "mp4",
-                                   "mime": "video/mp4", "size_bytes": 10, "duration_s": 1.0,
-                                   "expires_at_ms": expires_at_ms})
+        artifact = Artifact(ext="mp4", size_bytes=10,
+                            duration_s=1.0, finished_at_ms=int(clock() * 1000))
+        await reg.finish(task_id, Succeeded(artifact=artifact))
 
         clock.advance(DAY_S + 1)  # past ttl_ms: the record stays for the fallback status tool
-        assert (await reg.sweep())["tasks_deleted"] == 0
+        assert (await reg.sweep()).tasks_deleted == 0
         clock.now = T0 + 7 * DAY_S  # creation + retention, but the artifact has an hour left
-        assert (await reg.sweep())["tasks_deleted"] == 0
+        assert (await reg.sweep()).tasks_deleted == 0
         assert video.exists() and await reg.get("alice", task_id) is not None
         clock.now = expires_at_ms / 1000
-        assert (await reg.sweep())["tasks_deleted"] == 1
+        assert (await reg.sweep()).tasks_deleted == 1
         assert not video.exists() and not preview.exists() and not folder.exists()
         assert await reg.get("alice", task_id) is None
         assert await reg.get("alice", unfinished_id) is not None  # non-terminal tasks are never swept
@@ -679,11 +675,11 @@ def test_watch_wakes_on_change(tmp_path):
     async def scenario():
         reg = make(tmp_path)
         task = await new_task(reg)
-        waiter = asyncio.create_task(reg.watch("alice", [task["task_id"]], {task["task_id"]: 1}, timeout_s=30))
+        waiter = asyncio.create_task(reg.watch("alice", [task.task_id], {task.task_id: 1}, timeout_s=30))
         await asyncio.sleep(0)  # let the watcher start waiting (correct either way: it re-checks versions)
-        await reg.set_progress(task["task_id"], 5, 10)
+        await reg.set_progress(task.task_id, 5, 10)
         changed = await asyncio.wait_for(waiter, 30)
-        assert [(t["task_id"], t["version"], t["frames_done"]) for t in changed] == [(task["task_id"], 2, 5)]
+        assert [(t.task_id, t.version, t.frames_done) for t in changed] == [(task.task_id, 2, 5)]
 
     run(scenario())
 
@@ -692,13 +688,13 @@ def test_watch_returns_at_once_when_already_newer_and_times_out_otherwise(tmp_pa
     async def scenario():
         reg = make(tmp_path)
         mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
-        assert [t["task_id"] for t in await reg.watch("alice", [mine["task_id"]], {}, timeout_s=30)] == [
-            mine["task_id"]
+        assert [t.task_id for t in await reg.watch("alice", [mine.task_id], {}, timeout_s=30)] == [
+            mine.task_id
         ]
-        ids = [mine["task_id"], theirs["task_id"], "task_doesnotexist"]
-        assert await reg.watch("alice", ids, {mine["task_id"]: 1}, timeout_s=0.05) == []
-        await reg.set_progress(theirs["task_id"], 1, 10)  # a foreign change never wakes this principal
-        assert await reg.watch("alice", ids, {mine["task_id"]: 1}, timeout_s=0.05) == []
+        ids = [mine.task_id, theirs.task_id, "task_doesnotexist"]
+        assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
+        await reg.set_progress(theirs.task_id, 1, 10)  # a foreign change never wakes this principal
+        assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
 
     run(scenario())
 
@@ -710,47 +706,46 @@ def test_restart_recovers_every_task_and_result(tmp_path):
     async def before():
         reg = make(tmp_path)
         done = await new_task(reg, idempotency_key="launch")
-        await ask_approval(reg, done["task_id"])
-        await reg.answer_input("alice", done["task_id"], True)
-        await reg.set_progress(done["task_id"], 100, 100)
-        await reg.finish(done["task_id"], "completed", result=DONE_RESULT,
-                         artifact={"path": "/x/final.mp4", "expires_at_ms": 1})
+        await ask_approval(reg, done.task_id)
+        await reg.answer_input("alice", done.task_id, True)
+        await reg.set_progress(done.task_id, 100, 100)
+        await reg.finish(done.task_id, DONE)
         waiting = await task_in(reg, "input_required")
-        failed = await task_in(reg, "failed")
-        return [await reg.get_any(t["task_id"]) for t in (done, waiting, failed)]
+        cancelled = await task_in(reg, "cancelled")
+        return [await reg.get_any(t.task_id) for t in (done, waiting, cancelled)]
 
     async def after():
         reg = make(tmp_path)
-        replay = await reg.create("alice", records[0]["arguments"], idempotency_key="launch")
-        return [await reg.get_any(t["task_id"]) for t in records], await reg.nonterminal(), replay
+        replay = await reg.create("alice", records[0].request)
+        return [await reg.get_any(t.task_id) for t in records], await reg.nonterminal(), replay
 
     records = run(before())
     recovered, nonterminal, replay = run(after())
     # the unfinished task comes back with its version moved past any unsaved progress bump; nothing else moves
-    records[1]["version"] += MAX_UNSAVED_BUMPS
+    records[1] = records[1].model_copy(update={"version": records[1].version + MAX_UNSAVED_BUMPS})
     assert recovered == records
     assert nonterminal == [records[1]]
-    assert replay == {"task": records[0], "created": False}
+    assert replay == Created(records[0], created=False)
 
 
 def stored(tmp_path, task_id):
-    return next(rec for rec in TaskStore(str(tmp_path)).load_tasks() if rec["task_id"] == task_id)
+    return next(rec for rec in TaskStore(str(tmp_path)).load_tasks() if rec.task_id == task_id)
 
 
 def test_live_progress_is_published_at_once_but_stored_only_with_durable_changes(tmp_path):
     async def scenario():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         probing = await reg.set_progress(task_id, 0, 0, phase="probing")
         assert stored(tmp_path, task_id) == probing  # a phase change is durable
         live = await reg.set_progress(task_id, 40, 600, fps=55.5, source_fps=30.0)
-        assert (live["frames_done"], live["fps"], live["version"]) == (40, 55.5, probing["version"] + 1)
+        assert (live.frames_done, live.fps, live.version) == (40, 55.5, probing.version + 1)
         assert await reg.get_any(task_id) == live  # every reader sees it at once ...
         assert stored(tmp_path, task_id) == probing  # ... but it cost no store write
         muxing = await reg.set_progress(task_id, 600, 600, phase="muxing", source_fps=30.0)
         assert stored(tmp_path, task_id) == muxing  # the next durable change carries the frames with it
         resumed = await reg.set_progress(task_id, 0, 0, phase="probing")  # a restarted render probes again
-        assert (resumed["frames_done"], resumed["frames_total"]) == (600, 600)  # what is known stays shown
+        assert (resumed.frames_done, resumed.frames_total) == (600, 600)  # what is known stays shown
 
     run(scenario())
 
@@ -758,22 +753,22 @@ def test_live_progress_is_published_at_once_but_stored_only_with_durable_changes
 def test_unsaved_progress_is_bounded_and_versions_never_go_back_across_restarts(tmp_path):
     async def first_life():
         reg = make(tmp_path)
-        task_id = (await new_task(reg))["task_id"]
+        task_id = (await new_task(reg)).task_id
         for frames in range(1, MAX_UNSAVED_BUMPS + 1):
             rec = await reg.set_progress(task_id, frames, 10_000)
         assert stored(tmp_path, task_id) == rec  # the bound was reached: that bump was saved
         for frames in range(MAX_UNSAVED_BUMPS + 1, 2 * MAX_UNSAVED_BUMPS):
             rec = await reg.set_progress(task_id, frames, 10_000)
-        assert stored(tmp_path, task_id)["version"] < rec["version"]  # a crash now loses these bumps
+        assert stored(tmp_path, task_id).version < rec.version  # a crash now loses these bumps
         return rec
 
     async def reload(task_id):
         return await make(tmp_path).get_any(task_id)
 
     last_seen = run(first_life())
-    again = run(reload(last_seen["task_id"]))
-    assert again["version"] > last_seen["version"]  # a retried long poll cannot wait for a version it passed
-    assert run(reload(last_seen["task_id"]))["version"] > again["version"]  # and again after another restart
+    again = run(reload(last_seen.task_id))
+    assert again.version > last_seen.version  # a retried long poll cannot wait for a version it passed
+    assert run(reload(last_seen.task_id)).version > again.version  # and again after another restart
 
 
 def test_store_is_sqlite_in_wal_mode(tmp_path):
@@ -797,10 +792,10 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
     ray.init(num_cpus=1, include_dashboard=False, namespace=namespace)
     handle = None
     try:
-        handle = get_or_create_registry(str(tmp_path), {"max_concurrent_renders": 1}, namespace=namespace)
-        task = ray.get(handle.create.remote("alice", {"a": 1}), timeout=120)["task"]
+        handle = get_or_create_registry(Config(data_dir=str(tmp_path), max_concurrent_renders=1, namespace=namespace))
+        task = ray.get(handle.create.remote("alice", request()), timeout=120).task
         with pytest.raises(QuotaExceeded) as excinfo:  # errors keep their type and fields across Ray
-            ray.get(handle.create.remote("alice", {"a": 2}), timeout=60)
+            ray.get(handle.create.remote("alice", request(resolution="4k")), timeout=60)
         assert excinfo.value.retry_after_ms >= 1000
         old_pid = ray.get(handle.__ray_call__.remote(lambda reg: os.getpid()), timeout=60)
 
@@ -813,10 +808,10 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
                     break
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 pass  # still restarting
-        recovered = ray.get(handle.get.remote("alice", task["task_id"]), timeout=60)
-        assert recovered == {**task, "version": task["version"] + MAX_UNSAVED_BUMPS}  # see the restart test
+        recovered = ray.get(handle.get.remote("alice", task.task_id), timeout=60)
+        assert recovered == task.model_copy(update={"version": task.version + MAX_UNSAVED_BUMPS})  # see restart test
 
-        again = get_or_create_registry(str(tmp_path), {}, namespace=namespace)
+        again = get_or_create_registry(Config(data_dir=str(tmp_path), namespace=namespace))
         assert again._actor_id == handle._actor_id
     finally:
         if handle is not None:

@@ -1,0 +1,14 @@
+"""JSON as the wire carries it: what result builders return to the SDK and what envelopes hold.
+
+Recursive and read-only in its containers (`Sequence`, `Mapping`), so a `list[str]` or a nested result is a
+`JSONValue` as it is; a `JSONObject` is a plain dict the builder may still add keys to. For type checking only:
+pydantic fields holding JSON are typed `object` and checked where they are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias
+
+JSONValue: TypeAlias = "str | int | float | bool | None | Sequence[JSONValue] | Mapping[str, JSONValue]"
+JSONObject: TypeAlias = "dict[str, JSONValue]"

@@ -1,0 +1,74 @@
+"""The narrow interface between the wire and the engine.
+
+`mcp_protocol` speaks only to this protocol; `serve_app` implements it over Ray (TaskRegistry actor,
+render driver, asset and artifact stores) in `serve_app/ray_render_service.py`. Records are the TaskRegistry's
+`TaskRecord`s. Keeping Ray out of this room lets the wire be tested in-process (tests/fast/ serves it from an
+in-memory implementation).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
+
+
+class WireSettings(Protocol):
+    """The operator settings the wire states or enforces (`serve_app.config.Config` has them all, with their
+    defaults and environment variables): the durations its texts name, and the bounds on a listen stream."""
+
+    @property
+    def task_ttl_ms(self) -> int: ...
+
+    @property
+    def result_retention_s(self) -> int: ...
+
+    @property
+    def idempotency_ttl_s(self) -> int: ...
+
+    @property
+    def approval_timeout_s(self) -> float: ...
+
+    @property
+    def max_listen_task_ids(self) -> int: ...
+
+    @property
+    def listen_idle_s(self) -> float: ...
+
+
+class RenderService(Protocol):
+    async def create_render(self, principal: str, request: RenderRequest) -> TaskRecord:
+        """Validate the sources, create the task durably and start rendering; return its record.
+
+        Raises `VidforgeError` (source_not_found, unsupported_codec, media_limit_exceeded, render_quota_exceeded,
+        idempotency_conflict). A replayed `idempotency_key` returns the existing record.
+        """
+        ...
+
+    async def get_render(self, principal: str, render_id: str) -> TaskRecord | None:
+        """The record, or None when unknown or another principal's (answered identically)."""
+        ...
+
+    async def answer_approval(
+        self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None
+    ) -> ApprovalAnswer:
+        """Record a watermark decision (for the outstanding round `key`, when given)."""
+        ...
+
+    async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
+        """Ask the render to stop (cooperative); None when unknown or foreign."""
+        ...
+
+    async def watch(
+        self, principal: str, render_ids: list[str], versions: dict[str, int], timeout_s: float
+    ) -> list[TaskRecord]:
+        """Long-poll: records among `render_ids` whose version moved past `versions`."""
+        ...
+
+    async def read_video(self, principal: str, render_id: str, ext: str) -> tuple[Artifact, bytes]:
+        """The finished video and its bytes; raises VidforgeError (resource_not_found, resource_too_large)."""
+        ...
+
+    async def read_preview(self, principal: str, render_id: str) -> bytes:
+        """The watermark preview PNG; raises VidforgeError when there is none for this principal."""
+        ...

@@ -1,0 +1,136 @@
+"""`RenderService` over Ray: what a Serve replica calls for every MCP and HTTP request.
+
+Stateless: task state lives in the TaskRegistry actor, rendering in the RenderSupervisor actor, bytes in
+the media store (the data dir, or a bucket). Any replica can answer any request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+
+from actors import QuotaExceeded
+from actors.task_registry import IdempotencyConflict
+from mcp_protocol import errors
+from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
+from mcp_protocol.errors import VidforgeError
+from media_store.artifacts import final_key, preview_key
+from render_kernels.probe import OverLimit
+from serve_app.assets import Asset, AssetStore
+from serve_app.config import Config
+from serve_app.handles import registry_handle
+from serve_app.http_files import ArtifactFile, UploadLimits
+from serve_app.media_limits import check_stored_facts, media_refusal
+from serve_app.supervisor import supervisor_handle
+
+
+class RayRenderService:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.assets = AssetStore(config)
+        self.upload_limits = UploadLimits(config.max_asset_bytes, config.asset_retention_s)
+        self.registry = registry_handle(config)
+        self.supervisor = supervisor_handle(config)
+
+    def _check_assets(self, principal: str, request: RenderRequest) -> None:
+        """Refuse before a task exists: unknown/foreign assets, wrong media kinds and media over a limit (from
+        the facts stored at upload: no file is read again) answer at once."""
+        source = self.assets.resolve(request.source_asset_uri, principal, "source_asset_uri")
+        if source.kind != "video":
+            raise errors.unsupported_codec(
+                "source_asset_uri", f"the source asset is a still {source.kind}, not a video"
+            )
+        self._check_limits("source_asset_uri", source)
+        if request.watermark is not None:
+            image = self.assets.resolve(request.watermark.image_asset_uri, principal, "watermark.image_asset_uri")
+            if image.kind != "image":
+                raise errors.unsupported_codec(
+                    "watermark.image_asset_uri", f"the watermark asset is a {image.kind}, not a PNG/JPEG image"
+                )
+            self._check_limits("watermark.image_asset_uri", image)
+
+    def _check_limits(self, field: str, asset: Asset) -> None:
+        try:
+            check_stored_facts(self.assets.limits, asset.facts)
+        except OverLimit as exc:
+            raise media_refusal(field, exc) from None
+
+    async def create_render(self, principal: str, request: RenderRequest) -> TaskRecord:
+        """A replayed idempotency key answers with the task it created before anything else is checked (its
+        assets may be gone since); the same key with other arguments is `idempotency_conflict`, naming that
+        task. Every non-terminal task answered goes to the supervisor's start, which is idempotent, so a
+        replay also starts a task whose first start never ran (and the registry's sweep starts it if no
+        call ever comes)."""
+        try:
+            rec = await self.registry.replay.remote(principal, request) if request.idempotency_key is not None else None
+            if rec is None:
+                await anyio.to_thread.run_sync(self._check_assets, principal, request)
+                rec = (await self.registry.create.remote(principal, request)).task
+        except IdempotencyConflict as exc:
+            raise errors.idempotency_conflict(exc.task_id) from None
+        except QuotaExceeded as exc:
+            raise errors.render_quota_exceeded(request, exc.active, exc.limit, exc.retry_after_ms) from None
+        if not rec.status.terminal:
+            await self.supervisor.start.remote(rec.task_id)
+        return rec
+
+    async def get_render(self, principal: str, render_id: str) -> TaskRecord | None:
+        return await self.registry.get.remote(principal, render_id)
+
+    async def answer_approval(
+        self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None
+    ) -> ApprovalAnswer:
+        return await self.registry.answer_input.remote(principal, render_id, approved, note, key)
+
+    async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
+        rec = await self.registry.request_cancel.remote(principal, render_id)
+        if rec is not None and not rec.status.terminal:
+            await self.supervisor.cancel.remote(render_id)
+        return rec
+
+    async def watch(
+        self, principal: str, render_ids: list[str], versions: dict[str, int], timeout_s: float
+    ) -> list[TaskRecord]:
+        return await self.registry.watch.remote(principal, render_ids, versions, timeout_s)
+
+    async def artifact(self, principal: str, render_id: str, ext: str) -> Artifact:
+        artifact = await self.registry.get_artifact.remote(principal, render_id)
+        if artifact is None or artifact.ext != ext:
+            raise self.artifact_missing(render_id)
+        return artifact
+
+    def artifact_missing(self, render_id: str) -> VidforgeError:
+        return errors.resource_not_found(render_id, self.config.result_retention_s)
+
+    async def read_video(self, principal: str, render_id: str, ext: str) -> tuple[Artifact, bytes]:
+        artifact = await self.artifact(principal, render_id, ext)
+        limit = self.config.max_inline_resource_bytes
+        if artifact.size_bytes > limit:
+            url = f"{self.config.public_base_url}/artifacts/{render_id}/final.{ext}"
+            raise errors.resource_too_large(render_id, artifact.size_bytes, limit, url)
+        return artifact, await self._read(final_key(render_id, ext), render_id)
+
+    async def read_preview(self, principal: str, render_id: str) -> bytes:
+        if await self.registry.get.remote(principal, render_id) is None:
+            raise self.artifact_missing(render_id)
+        return await self._read(preview_key(render_id), render_id)
+
+    async def _read(self, key: str, render_id: str) -> bytes:
+        try:
+            return await anyio.to_thread.run_sync(self.assets.media.get_bytes, key)
+        except FileNotFoundError:
+            raise self.artifact_missing(render_id) from None
+
+    # -- serve_app.http_files.FileService ---------------------------------------------------------------
+
+    async def add_asset(self, chunks: AsyncIterator[bytes], principal: str, filename: str) -> Asset:
+        return await self.assets.add_stream(chunks, principal, filename)
+
+    async def artifact_file(self, principal: str, render_id: str, ext: str) -> ArtifactFile:
+        artifact = await self.artifact(principal, render_id, ext)
+        key = final_key(render_id, ext)
+        size = await anyio.to_thread.run_sync(self.assets.media.size, key)
+        if size is None:
+            raise self.artifact_missing(render_id)
+        return ArtifactFile(self.assets.media, key, size, artifact.mime, f"final.{ext}")

@@ -1,0 +1,147 @@
+"""The one settings object (`serve_app.config.Config`): every documented environment variable keeps its name,
+meaning and default, and the wire's texts state the configured durations. Pure: no Ray, no server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mcp_protocol.catalog import capability_summary, resource_templates, tool_definitions
+from serve_app.config import Config
+from tests.harness import REPO
+
+pytestmark = pytest.mark.fast
+
+# Every variable the README and the architecture page document, with the field it sets, its default and a value.
+DOCUMENTED = {
+    "VIDFORGE_DATA_DIR": ("data_dir", ".vidforge", "/srv/vidforge"),
+    "VIDFORGE_STATE_DIR": ("state_dir", None, "/srv/vidforge-state"),
+    "VIDFORGE_STORAGE_URL": ("storage_url", None, "s3://media-bucket/vidforge"),
+    "RAY_ADDRESS": ("ray_address", None, "10.0.0.1:6379"),
+    "VIDFORGE_TOKENS_FILE": ("tokens_file", None, "/etc/vidforge/tokens.json"),
+    "VIDFORGE_OAUTH_ISSUER": ("oauth_issuer", None, "https://issuer.example"),
+    "VIDFORGE_PUBLIC_URL": ("public_url", None, "https://vf.example"),
+    "VIDFORGE_OAUTH_SCOPES": ("oauth_scopes", "", "vidforge.render"),
+    "VIDFORGE_TASK_TTL_MS": ("task_ttl_ms", 86_400_000, 60_000),
+    "VIDFORGE_RESULT_RETENTION_S": ("result_retention_s", 604_800, 3600),
+    "VIDFORGE_APPROVAL_TIMEOUT_S": ("approval_timeout_s", 1800.0, 4.5),
+    "VIDFORGE_POLL_INTERVAL_MS": ("poll_interval_ms", 10_000, 500),
+    "VIDFORGE_MAX_CONCURRENT_RENDERS": ("max_concurrent_renders", 4, 9),
+    "VIDFORGE_MAX_ASSET_BYTES": ("max_asset_bytes", 2 * 1024**3, 1000),
+    "VIDFORGE_MAX_IMAGE_PIXELS": ("max_image_pixels", 16_777_216, 100),
+    "VIDFORGE_ASSET_RETENTION_S": ("asset_retention_s", 604_800, 3600),
+    "VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL": ("max_asset_bytes_per_principal", 20 * 1024**3, 5000),
+    "VIDFORGE_SWEEP_BATCH": ("sweep_batch", 500, 10),
+    "VIDFORGE_MAX_SOURCE_DURATION_S": ("max_source_duration_s", 14_400.0, 60.0),
+    "VIDFORGE_MAX_FRAME_PIXELS": ("max_frame_pixels", 8_847_360, 1000),
+    "VIDFORGE_MAX_FRAME_RATE": ("max_frame_rate", 240.0, 30.0),
+    "VIDFORGE_MAX_OUTPUT_FRAMES": ("max_output_frames", 864_000, 100),
+    "VIDFORGE_PARSE_TIMEOUT_S": ("parse_timeout_s", 120.0, 5.0),
+    "VIDFORGE_PARSE_MEMORY_BYTES": ("parse_memory_bytes", 1024**3, 1024),
+    "VIDFORGE_TEST_PARSE_FAULT_PREFIX": ("parse_fault_prefix", "", "FAULT"),
+    "VIDFORGE_RENDER_TIMEOUT_S": ("render_timeout_s", 21_600.0, 30.0),
+    "VIDFORGE_MAX_MCP_BODY_BYTES": ("max_mcp_body_bytes", 1024 * 1024, 2048),
+    "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": ("max_inline_resource_bytes", 8 * 1024 * 1024, 1000),
+    "VIDFORGE_SWEEP_INTERVAL_S": ("sweep_interval_s", 5.0, 0.5),
+    "VIDFORGE_NAMESPACE": ("namespace", "vidforge", "vf-test"),
+    "VIDFORGE_RENDER_WORKERS": ("render_workers", 0, 3),
+    "VIDFORGE_SEGMENT_MAX_MEGAPIXELS": ("segment_max_megapixels", 2500, 100),
+    "VIDFORGE_REPLICAS": ("replicas", 1, 2),
+    "VIDFORGE_MAX_ONGOING_REQUESTS": ("max_ongoing_requests", 256, 16),
+    "VIDFORGE_MAX_QUEUED_REQUESTS": ("max_queued_requests", 256, 16),
+    "VIDFORGE_BUSY_RETRY_AFTER_S": ("busy_retry_after_s", 5, 7),
+    "VIDFORGE_MAX_LISTEN_STREAMS": ("max_listen_streams", 8, 1),
+    "VIDFORGE_MAX_UPLOADS": ("max_uploads", 2, 1),
+    "VIDFORGE_MAX_DOWNLOADS": ("max_downloads", 4, 1),
+    "VIDFORGE_MAX_LISTEN_TASK_IDS": ("max_listen_task_ids", 100, 3),
+    "VIDFORGE_LISTEN_IDLE_S": ("listen_idle_s", 300.0, 2.0),
+    "VIDFORGE_LEASE_TTL_S": ("lease_ttl_s", 30.0, 3.0),
+    "VIDFORGE_ALLOWED_ORIGINS": ("allowed_origins", "", "https://a.example"),
+    "VIDFORGE_ALLOWED_HOSTS": ("allowed_hosts", "", "vf.internal"),
+    "VIDFORGE_IDEMPOTENCY_TTL_S": ("idempotency_ttl_s", 86_400, 600),
+}
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in DOCUMENTED:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_defaults_are_the_documented_ones(clean_env):
+    config = Config()
+    for name, (field, default, _) in DOCUMENTED.items():
+        assert getattr(config, field) == default, name
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_each_variable_sets_its_field(clean_env, name):
+    field, _, value = DOCUMENTED[name]
+    clean_env.setenv(name, str(value))
+    config = Config.from_env()
+    expected = str((REPO / value).resolve()) if field == "data_dir" else value
+    assert getattr(config, field) == expected
+
+
+def test_an_empty_variable_means_the_default(clean_env):
+    clean_env.setenv("VIDFORGE_TASK_TTL_MS", "")
+    clean_env.setenv("VIDFORGE_TOKENS_FILE", "")
+    config = Config()
+    assert config.task_ttl_ms == 86_400_000 and config.tokens_file is None
+
+
+def test_flags_win_over_the_environment_and_the_data_dir_is_absolute(clean_env, tmp_path):
+    clean_env.setenv("VIDFORGE_DATA_DIR", "/elsewhere")
+    clean_env.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    config = Config.from_env(data_dir=str(tmp_path / "data"), port=9000, host=None, ray_address=None)
+    assert (config.data_dir, config.port, config.host) == (str(tmp_path / "data"), 9000, "127.0.0.1")
+    assert config.ray_address == "10.0.0.1:6379"  # a flag not given leaves the environment's value
+    assert config.state_dir == config.data_dir  # the registry's database stays in the data dir unless told
+
+
+def test_json_round_trip_reads_no_environment(clean_env):
+    config = Config(task_ttl_ms=1234, ray_address="10.0.0.1:6379")
+    clean_env.setenv("VIDFORGE_TASK_TTL_MS", "999")
+    assert Config.from_json(config.to_json()) == config
+
+
+def test_with_the_defaults_the_catalog_reads_as_the_contract_prints_it(clean_env):
+    """The catalog files hold `${...}` placeholders where the contract names a configurable duration; with the
+    defaults, each reads as the contract prints it."""
+    config = Config()
+    render, status = tool_definitions(config)[:2]
+    assert "If approval does not arrive within 30 minutes, the render ends" in render["description"]
+    assert (
+        "with the same key within 24h return" in render["inputSchema"]["properties"]["idempotency_key"]["description"]
+    )
+    assert render["_meta"]["com.vidforge/errors"][3]["description"] == (
+        "No approval within 30 minutes; re-call to start a new render."
+    )
+    assert "(also after the task's 24h TTL: status stays readable for 7 days)" in status["description"]
+    assert "(7 days after creation)" in status["outputSchema"]["properties"]["expires_at"]["description"]
+    summary = capability_summary(config)
+    assert summary["task_semantics"]["result_retention"].endswith("final.{ext} resource for 7 days")
+    assert summary["negotiated_capabilities"]["fallbacks"]["approval_never_arrives"].startswith(
+        "after 30 minutes awaiting approval the render ends"
+    )
+    catalog = {entry["code"]: entry["description"] for entry in summary["error_catalog"]}
+    assert catalog["render_not_found"].endswith("or past its 7-day retention).")
+    assert catalog["task_expired"] == (
+        "tasks/* after the task's 24h ttlMs: -32602 with the envelope in error.data; the render stays reachable "
+        "via vidforge_get_render_status for 7 days."
+    )
+    assert resource_templates(config)[0]["description"].startswith(
+        "A finished render (mp4, webm or mov), retained 7 days. resources/read inlines"
+    )
+
+
+def test_the_wire_states_the_configured_durations(clean_env):
+    config = Config(approval_timeout_s=90, result_retention_s=2 * 86_400, task_ttl_ms=7_200_000, idempotency_ttl_s=600)
+    text = json.dumps([tool_definitions(config), capability_summary(config), resource_templates(config)])
+    for default in ("30 minutes", "7 days", "7-day", "24h"):
+        assert default not in text
+    for configured in ("1.5 minutes", "2 days", "2-day retention", "2h ttlMs", "within 10min return"):
+        assert configured in text
+    assert "${" not in text

@@ -11,7 +11,7 @@ HOSTS_DIR := tests/clients/inspector
 HOSTS_STAMP := $(HOSTS_DIR)/node_modules/.installed
 PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
 
-.PHONY: serve test test-fast clients bench chaos fuzz clean
+.PHONY: serve test test-fast lint clients bench chaos fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test: $(STAMP) clients
 # The fast lane: the tests marked `fast` (in-process: no Ray, no server process, no encode), under a minute.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "fast and not ray"
+
+# Lint, format and types, as configured in pyproject.toml (mypy: strict flags on mcp_protocol/ and render_kernels/).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Render speed against ffmpeg (the driver alone; one render through MCP, with the stage breakdown and the memory of
 # 4k renders of 30, 60 and 120 s; a batch of 8 renders), the control plane, then the reliability runs (ingress

@@ -43,7 +43,4 @@ class QuotaExceeded(RegistryError):
         self.limit = limit
 
     def __str__(self) -> str:
-        return (
-            f"{self.active} renders in progress (limit {self.limit}); "
-            f"retry after {self.retry_after_ms} ms"
-        )
+        return f"{self.active} renders in progress (limit {self.limit}); retry after {self.retry_after_ms} ms"

@@ -56,8 +56,10 @@ def get_or_create_registry(config: Config) -> ray.actor.ActorHandle:
     """One registry per cluster (per ``config.namespace``), recovering from the store under ``config.state_dir``
     (on the head node, where it is pinned) whenever it is restarted; its sweep deletes expired files from the
     media store and re-drives unleased tasks through the namespace's render supervisor."""
-    handle = ray.remote(TaskRegistry).options(**singleton_actor_options(REGISTRY_NAME, config.namespace)).remote(
-        config, driver=NamedSupervisor(config.namespace)
+    handle = (
+        ray.remote(TaskRegistry)
+        .options(**singleton_actor_options(REGISTRY_NAME, config.namespace))
+        .remote(config, driver=NamedSupervisor(config.namespace))
     )
     # Housekeeping otherwise starts with the first call; start it now (idempotent, fire-and-forget).
     handle.start.remote()

@@ -142,29 +142,31 @@ def migrate_v0(old: dict[str, Any]) -> TaskRecord:
             "timeout_s": (old.get("input_request") or {}).get("timeout_s", 1800.0),
         }
     approval = old.get("approval")
-    return TaskRecord.model_validate({
-        "task_id": old["task_id"],
-        "principal": old["principal"],
-        "request": old["arguments"],
-        "status": "completed" if status == "failed" else status,
-        "phase": old["phase"],
-        "status_message": old.get("status_message") or "",
-        "frames_done": old.get("frames_done", 0),
-        "frames_total": old.get("frames_total", 0),
-        "fps": old.get("fps"),
-        "source_fps": old.get("source_fps"),
-        "created_at_ms": old["created_at_ms"],
-        "last_updated_at_ms": old["last_updated_at_ms"],
-        "ttl_ms": old["ttl_ms"],
-        "poll_interval_ms": old["poll_interval_ms"],
-        "input_seq": old.get("input_seq", 0),
-        "pending": pending,
-        "approval": approval and {k: approval.get(k) for k in ("key", "approved", "note", "at_ms")},
-        "cancel_requested": old.get("cancel_requested", False),
-        "end": end,
-        "version": old["version"],
-        "attempt": old.get("attempt", 0),
-    })
+    return TaskRecord.model_validate(
+        {
+            "task_id": old["task_id"],
+            "principal": old["principal"],
+            "request": old["arguments"],
+            "status": "completed" if status == "failed" else status,
+            "phase": old["phase"],
+            "status_message": old.get("status_message") or "",
+            "frames_done": old.get("frames_done", 0),
+            "frames_total": old.get("frames_total", 0),
+            "fps": old.get("fps"),
+            "source_fps": old.get("source_fps"),
+            "created_at_ms": old["created_at_ms"],
+            "last_updated_at_ms": old["last_updated_at_ms"],
+            "ttl_ms": old["ttl_ms"],
+            "poll_interval_ms": old["poll_interval_ms"],
+            "input_seq": old.get("input_seq", 0),
+            "pending": pending,
+            "approval": approval and {k: approval.get(k) for k in ("key", "approved", "note", "at_ms")},
+            "cancel_requested": old.get("cancel_requested", False),
+            "end": end,
+            "version": old["version"],
+            "attempt": old.get("attempt", 0),
+        }
+    )
 
 
 def _v0_end(old: dict[str, Any]) -> dict[str, Any]:
@@ -192,15 +194,27 @@ def _v0_end(old: dict[str, Any]) -> dict[str, Any]:
     if code == "watermark_rejected":
         return {"outcome": "rejected", "note": (old.get("approval") or {}).get("note"), "request_id": request_id}
     if code == "watermark_approval_timeout":
-        return {"outcome": "approval_timeout", "timeout_s": _v0_window_s(details.get("reason", "")),
-                "request_id": request_id}
+        return {
+            "outcome": "approval_timeout",
+            "timeout_s": _v0_window_s(details.get("reason", "")),
+            "request_id": request_id,
+        }
     if code in ("source_not_found", "unsupported_codec", "media_limit_exceeded"):
-        return {"outcome": "unsupported", "code": code, "field": details.get("field") or "source_asset_uri",
-                "reason": details.get("reason", ""), "request_id": request_id}
+        return {
+            "outcome": "unsupported",
+            "code": code,
+            "field": details.get("field") or "source_asset_uri",
+            "reason": details.get("reason", ""),
+            "request_id": request_id,
+        }
     if code not in ("render_timeout", "storage_full"):
         code = "render_failed"
-    return {"outcome": "failed", "code": code, "reason": details.get("reason") or "render failed",
-            "request_id": request_id}
+    return {
+        "outcome": "failed",
+        "code": code,
+        "reason": details.get("reason") or "render failed",
+        "request_id": request_id,
+    }
 
 
 def _v0_window_s(reason: str) -> float:

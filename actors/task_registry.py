@@ -65,10 +65,23 @@ QUEUED_MESSAGE = "Render queued; encoding starts shortly."
 CANCELLED_MESSAGE = "Render cancelled."
 
 # What a transition may set; identity and bookkeeping (task_id, principal, version, ...) are the registry's.
-_MUTABLE = frozenset({
-    "phase", "status_message", "frames_done", "frames_total", "fps", "source_fps", "poll_interval_ms",
-    "input_seq", "pending", "approval", "cancel_requested", "end", "attempt",
-})
+_MUTABLE = frozenset(
+    {
+        "phase",
+        "status_message",
+        "frames_done",
+        "frames_total",
+        "fps",
+        "source_fps",
+        "poll_interval_ms",
+        "input_seq",
+        "pending",
+        "approval",
+        "cancel_requested",
+        "end",
+        "attempt",
+    }
+)
 # Fields that change several times a second while a render encodes. A transition that changes only these is
 # published (version bump, watchers woken) but not committed to the store: they are measurements, re-measured
 # by a resumed render (which starts its segments over anyway), so an fsync each would buy nothing and would
@@ -126,9 +139,7 @@ def new_task_id() -> str:
 class TaskRegistry:
     """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
 
-    def __init__(
-        self, config: Config, clock: Callable[[], float] = time.time, driver: Driver | None = None
-    ) -> None:
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time, driver: Driver | None = None) -> None:
         self._config = config
         self._clock = clock
         self._driver = driver
@@ -323,9 +334,7 @@ class TaskRegistry:
         new = new.model_copy(update={"version": current.version + 1, "last_updated_at_ms": self._now_ms()})
         return await self._commit(new, durable=not changed <= VOLATILE)
 
-    async def _update(
-        self, task_id: str, status: TaskStatus | None = None, /, **fields: object
-    ) -> TaskRecord | None:
+    async def _update(self, task_id: str, status: TaskStatus | None = None, /, **fields: object) -> TaskRecord | None:
         """Render-driver writes that lose a race with a terminal transition return None instead of raising."""
         current = self._require(task_id)
         if current.status.terminal:
@@ -614,4 +623,3 @@ class TaskRegistry:
 
     def _active(self, principal: str) -> list[TaskRecord]:
         return [rec for rec in self._tasks.values() if rec.principal == principal and not rec.status.terminal]
-

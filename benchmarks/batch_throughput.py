@@ -69,8 +69,9 @@ def make_inputs(workdir: str, seconds: float) -> tuple[str, str]:
     return source, logo
 
 
-def run_vidforge(server: BenchServer, sources: list[str], logos: dict[int, str], count: int,
-                 principals: int) -> tuple[list[RenderTrace], float, ProcessSampler]:
+def run_vidforge(
+    server: BenchServer, sources: list[str], logos: dict[int, str], count: int, principals: int
+) -> tuple[list[RenderTrace], float, ProcessSampler]:
     """All renders created at once; returns their traces, the wall time and the server's process figures."""
     traces = [RenderTrace(principal=i % principals, watermark=i % 2 == 1) for i in range(count)]
     jobs = [render_args(sources[i], logos[t.principal] if t.watermark else None) for i, t in enumerate(traces)]
@@ -123,9 +124,11 @@ def main() -> None:
     cores = os.cpu_count() or 1
     source, logo = make_inputs(workdir, args.seconds)
     info = probe(source)
-    print(f"batch: {args.renders} renders of {info.duration_s:g} s {info.width}x{info.height} -> 720p mp4, "
-          f"every other one watermarked, {args.principals} principals; {cores} cores; "
-          f"load average before: {os.getloadavg()[0]:.2f}")
+    print(
+        f"batch: {args.renders} renders of {info.duration_s:g} s {info.width}x{info.height} -> 720p mp4, "
+        f"every other one watermarked, {args.principals} principals; {cores} cores; "
+        f"load average before: {os.getloadavg()[0]:.2f}"
+    )
 
     per_principal = math.ceil(args.renders / args.principals)
     env = {"VIDFORGE_MAX_CONCURRENT_RENDERS": str(max(4, per_principal))}
@@ -152,28 +155,38 @@ def main() -> None:
         timing = timings.get(t.task_id)
         stages = timing.stages if timing else {}
         detail = ", ".join(f"{k} {v:.1f}" for k, v in stages.items() if k not in ("queue", "total"))
-        print(f"  {i:<2} {t.principal:^9}  {'yes' if t.watermark else 'no':^9}  {t.queue_s:7.1f} {t.run_s:6.1f} "
-              f"{t.seen_done - t.sent:8.1f}   | {stages.get('queue', float('nan')):16.1f} "
-              f"{len(timing.segment_wall_s) if timing else 0:9d}  {detail}")
+        print(
+            f"  {i:<2} {t.principal:^9}  {'yes' if t.watermark else 'no':^9}  {t.queue_s:7.1f} {t.run_s:6.1f} "
+            f"{t.seen_done - t.sent:8.1f}   | {stages.get('queue', float('nan')):16.1f} "
+            f"{len(timing.segment_wall_s) if timing else 0:9d}  {detail}"
+        )
     failed = [t.task_id for t in traces if not t.ok]
     wrong = {k: v for k, v in frames.items() if v != info.frame_count}
-    print(f"  outputs: {len(frames)} completed, {len(failed)} failed {failed or ''}; frame counts "
-          f"{'all ' + str(info.frame_count) if not wrong else wrong}")
+    print(
+        f"  outputs: {len(frames)} completed, {len(failed)} failed {failed or ''}; frame counts "
+        f"{'all ' + str(info.frame_count) if not wrong else wrong}"
+    )
 
     print_cpu("  CPU seconds by process kind:", sampler.cpu_by_kind)
 
     print(f"\nffmpeg, {args.renders} processes, {cores} at a time:")
     print("  #  watermark  queue s  run s  CPU s")
     for j in ff_jobs:
-        print(f"  {j.index:<2} {'yes' if j.watermark else 'no':^9}  {j.started - ff_jobs[0].started:7.1f} "
-              f"{j.ended - j.started:6.1f} {j.cpu_s:6.1f}")
+        print(
+            f"  {j.index:<2} {'yes' if j.watermark else 'no':^9}  {j.started - ff_jobs[0].started:7.1f} "
+            f"{j.ended - j.started:6.1f} {j.cpu_s:6.1f}"
+        )
 
     vf_rate, ff_rate = args.renders / vf_wall * 3600, args.renders / ff_wall * 3600
     print("\nsummary:")
-    print(f"  vidforge: {vf_wall:6.1f} s wall, {vf_rate:7.0f} renders/hour, CPU {vf_cpu:6.1f} s = "
-          f"{vf_cpu / (vf_wall * cores):4.0%} of {cores} cores")
-    print(f"  ffmpeg:   {ff_wall:6.1f} s wall, {ff_rate:7.0f} renders/hour, CPU {ff_cpu:6.1f} s = "
-          f"{ff_cpu / (ff_wall * cores):4.0%} of {cores} cores")
+    print(
+        f"  vidforge: {vf_wall:6.1f} s wall, {vf_rate:7.0f} renders/hour, CPU {vf_cpu:6.1f} s = "
+        f"{vf_cpu / (vf_wall * cores):4.0%} of {cores} cores"
+    )
+    print(
+        f"  ffmpeg:   {ff_wall:6.1f} s wall, {ff_rate:7.0f} renders/hour, CPU {ff_cpu:6.1f} s = "
+        f"{ff_cpu / (ff_wall * cores):4.0%} of {cores} cores"
+    )
     print(f"  throughput ratio vidforge/ffmpeg: {vf_rate / ff_rate:.2f}  (target >= {TARGET_RATIO})")
     first, last = min(t.seen_done - t.sent for t in traces), max(t.seen_done - t.sent for t in traces)
     print(f"  vidforge render latency: first done after {first:.1f} s, last after {last:.1f} s")

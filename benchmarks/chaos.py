@@ -177,11 +177,16 @@ def drive(renders: list[Render], wires: dict[str, Wire], chaos: Chaos, deadline_
                 render.status = task["status"]
                 render.is_error = bool((task.get("result") or {}).get("isError"))
                 if task["status"] == "input_required" and task.get("inputRequests"):
-                    answers = {key: {"action": "accept", "content": {"approved": True}} for key in task["inputRequests"]}
+                    answers = {
+                        key: {"action": "accept", "content": {"approved": True}} for key in task["inputRequests"]
+                    }
                     wire.task("tasks/update", render.task_id, inputResponses=answers)
                     render.approvals += 1
-                elif render.cancel and not render.cancel_sent and task["status"] == "working" and "(frame " in (
-                    task.get("statusMessage") or ""
+                elif (
+                    render.cancel
+                    and not render.cancel_sent
+                    and task["status"] == "working"
+                    and "(frame " in (task.get("statusMessage") or "")
                 ):
                     wire.task("tasks/cancel", render.task_id)
                     render.cancel_sent = True
@@ -304,8 +309,11 @@ class ChaosReport:
             ("watermarks approved", str(sum(r.approvals > 0 for r in self.renders))),
             ("cancels sent", str(sum(r.cancel_sent for r in self.renders))),
             ("lost tasks", f"{len(self.lost)} (target 0)"),
-            ("outputs not exact", f"{sum(bool(r.problems) for r in self.renders)} (target 0; frame count, "
-                                  f"PSNR-Y >= {MIN_PSNR_DB:.0f} dB)"),
+            (
+                "outputs not exact",
+                f"{sum(bool(r.problems) for r in self.renders)} (target 0; frame count, "
+                f"PSNR-Y >= {MIN_PSNR_DB:.0f} dB)",
+            ),
             ("orphaned files", f"{len(self.orphans)} (target 0)"),
             ("quotas not back to zero", f"{len(self.quota_problems)} (target 0)"),
             ("wall time", f"{self.wall_s:.0f} s"),
@@ -327,20 +335,30 @@ def run_chaos(short: bool, count: int | None = None, seed: int = 20261203) -> Ch
         work = Path(tmp)
         seconds = (3.0, 5.0) if short else (8.0, 12.0, 16.0)
         width, height = (320, 180) if short else (640, 360)
-        clips = {f"clip{i}": make_clip(str(work / f"clip{i}.mp4"), seconds=s, width=width, height=height)
-                 for i, s in enumerate(seconds)}
+        clips = {
+            f"clip{i}": make_clip(str(work / f"clip{i}.mp4"), seconds=s, width=width, height=height)
+            for i, s in enumerate(seconds)
+        }
         clips["short"] = make_clip(str(work / "short.mp4"), seconds=1.0, width=160, height=90)
         logo = make_watermark_png(str(work / "logo.png"), w=64, h=32, rgba=(255, 255, 255, 200))
         env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": str(quota)}
         server = ServerProcess(work / "data", env=env, tokens=PRINCIPALS).start()
         try:
-            assets = {(token, name): upload(server, path, token) for token in PRINCIPALS
-                      for name, path in {**clips, "logo": logo}.items()}
+            assets = {
+                (token, name): upload(server, path, token)
+                for token in PRINCIPALS
+                for name, path in {**clips, "logo": logo}.items()
+            }
             wires = {token: Wire(server.url, token=token, tasks=True, elicitation=True) for token in PRINCIPALS}
             sources = sorted(c for c in clips if c != "short")
             renders = [
-                Render(principal_token=rng.choice(list(PRINCIPALS)), clip=rng.choice(sources),
-                       output_format=FORMATS[i % 3], watermark=i % 2 == 0, cancel=i % 5 == 4)
+                Render(
+                    principal_token=rng.choice(list(PRINCIPALS)),
+                    clip=rng.choice(sources),
+                    output_format=FORMATS[i % 3],
+                    watermark=i % 2 == 0,
+                    cancel=i % 5 == 4,
+                )
                 for i in range(count)
             ]
             for render in renders:
@@ -360,8 +378,9 @@ def run_chaos(short: bool, count: int | None = None, seed: int = 20261203) -> Ch
             quota_problems = quotas_are_free(server, assets, quota)
         finally:
             server.stop()
-    return ChaosReport(renders, chaos.kills, sum(refused.values()), left_over, quota_problems,
-                       time.monotonic() - started)
+    return ChaosReport(
+        renders, chaos.kills, sum(refused.values()), left_over, quota_problems, time.monotonic() - started
+    )
 
 
 def main() -> int:

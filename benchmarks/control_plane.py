@@ -66,8 +66,15 @@ def serve_bare(port: int, body_path: str) -> None:
     uvicorn.run(bare_app(body), host="127.0.0.1", port=port, log_level="warning")
 
 
-async def hammer(method: str, url: str, headers: dict[str, str], body: bytes | None, clients: int,
-                 seconds: float, warmup_s: float = 2.0) -> tuple[float, list[float]]:
+async def hammer(
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    clients: int,
+    seconds: float,
+    warmup_s: float = 2.0,
+) -> tuple[float, list[float]]:
     """`clients` connections sending back to back; returns (requests per second, latencies in s) after warm-up."""
     latencies: list[float] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
@@ -92,8 +99,10 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def show(name: str, rps: float, latencies: list[float]) -> None:
-    print(f"  {name:40s} {rps:8.0f} req/s   p50 {percentile(latencies, 0.5) * 1000:6.1f} ms   "
-          f"p95 {percentile(latencies, 0.95) * 1000:6.1f} ms")
+    print(
+        f"  {name:40s} {rps:8.0f} req/s   p50 {percentile(latencies, 0.5) * 1000:6.1f} ms   "
+        f"p95 {percentile(latencies, 0.95) * 1000:6.1f} ms"
+    )
 
 
 def time_creates(server: BenchServer, source_uri: str, count: int) -> list[float]:
@@ -107,8 +116,12 @@ def time_creates(server: BenchServer, source_uri: str, count: int) -> list[float
             seconds.append(time.perf_counter() - started)
             task_id = created["taskId"]
             wire.task("tasks/cancel", task_id)
-            wait_until(lambda: wire.task("tasks/get", task_id)["result"]["status"] == "cancelled", 120, 0.05,  # noqa: B023 - called at once
-                       f"{task_id} to be cancelled")
+            wait_until(
+                lambda: wire.task("tasks/get", task_id)["result"]["status"] == "cancelled",  # noqa: B023 - called at once
+                120,
+                0.05,
+                f"{task_id} to be cancelled",
+            )
     finally:
         wire.close()
     return seconds
@@ -138,8 +151,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per endpoint")
     parser.add_argument("--creates", type=int, default=40, help="renders created for the create latency")
-    parser.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
-                        help="an environment variable for the server (e.g. a Ray Serve setting to compare)")
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the server (e.g. a Ray Serve setting to compare)",
+    )
     parser.add_argument("--bare", nargs=2, metavar=("PORT", "BODY_FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
@@ -156,9 +174,16 @@ def main() -> None:
         trace = drive_render(server, RenderTrace(principal=0, watermark=False), render_args(source_uri, None))
         wire = Wire(server.url, server.token(0), tasks=True)
         get_headers = {**wire.headers("tasks/get", trace.task_id), "Content-Type": "application/json"}
-        get_body = httpx.Request("POST", server.url, json={
-            "jsonrpc": "2.0", "id": 1, "method": "tasks/get",
-            "params": {"taskId": trace.task_id, "_meta": meta(tasks=True)}}).content
+        get_body = httpx.Request(
+            "POST",
+            server.url,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tasks/get",
+                "params": {"taskId": trace.task_id, "_meta": meta(tasks=True)},
+            },
+        ).content
         answer = httpx.post(server.url, content=get_body, headers=get_headers).content
         body_path = os.path.join(workdir, "tasks-get-answer.json")
         with open(body_path, "wb") as fh:
@@ -171,13 +196,22 @@ def main() -> None:
             print(f"\ntasks/get answer: {len(answer)} bytes (the bare endpoint answers the same bytes)")
             auth = {"Authorization": wire.headers("tasks/get")["Authorization"]}
             results = {
-                "vidforge tasks/get": asyncio.run(hammer("POST", server.url, get_headers, get_body, args.clients,
-                                                         args.seconds)),
-                "vidforge GET /healthz (no MCP, no registry)": asyncio.run(hammer(
-                    "GET", f"{server.proc.base}/healthz", auth, None, args.clients, args.seconds)),
-                "bare Starlette + uvicorn": asyncio.run(hammer(
-                    "POST", f"http://127.0.0.1:{port}/mcp", {"Content-Type": "application/json"}, get_body,
-                    args.clients, args.seconds)),
+                "vidforge tasks/get": asyncio.run(
+                    hammer("POST", server.url, get_headers, get_body, args.clients, args.seconds)
+                ),
+                "vidforge GET /healthz (no MCP, no registry)": asyncio.run(
+                    hammer("GET", f"{server.proc.base}/healthz", auth, None, args.clients, args.seconds)
+                ),
+                "bare Starlette + uvicorn": asyncio.run(
+                    hammer(
+                        "POST",
+                        f"http://127.0.0.1:{port}/mcp",
+                        {"Content-Type": "application/json"},
+                        get_body,
+                        args.clients,
+                        args.seconds,
+                    )
+                ),
             }
         finally:
             bare.terminate()
@@ -191,11 +225,15 @@ def main() -> None:
         show(name, rps, latencies)
     vf_rps, bare_rps = results["vidforge tasks/get"][0], results["bare Starlette + uvicorn"][0]
     print(f"  ratio vidforge tasks/get / bare: {vf_rps / bare_rps:.2f}  (target >= {GET_RATIO_TARGET})")
-    print(f"\ntools/call -> CreateTaskResult, {len(creates)} creates one at a time: p50 "
-          f"{percentile(creates, 0.5) * 1000:.1f} ms, p95 {percentile(creates, 0.95) * 1000:.1f} ms "
-          f"(target p50 <= {CREATE_P50_TARGET_MS:g} ms)")
-    print(f"registry actor get alone (Ray driver -> actor, one at a time): p50 {percentile(registry, 0.5) * 1000:.2f}"
-          f" ms, p95 {percentile(registry, 0.95) * 1000:.2f} ms")
+    print(
+        f"\ntools/call -> CreateTaskResult, {len(creates)} creates one at a time: p50 "
+        f"{percentile(creates, 0.5) * 1000:.1f} ms, p95 {percentile(creates, 0.95) * 1000:.1f} ms "
+        f"(target p50 <= {CREATE_P50_TARGET_MS:g} ms)"
+    )
+    print(
+        f"registry actor get alone (Ray driver -> actor, one at a time): p50 {percentile(registry, 0.5) * 1000:.2f}"
+        f" ms, p95 {percentile(registry, 0.95) * 1000:.2f} ms"
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -47,8 +47,10 @@ def main() -> int:
     for key in sorted(seen):
         print(f"{key:<24}{seen[key]:>10}")
     fivexx = sum(count for key, count in seen.items() if key.endswith("5xx"))
-    print(f"requests: {total} in {elapsed:.0f} s ({total / elapsed:.0f}/s); HTTP 5xx: {fivexx} (target 0); "
-          "schema-invalid JSON-RPC errors: 0 (the run stops at the first)")
+    print(
+        f"requests: {total} in {elapsed:.0f} s ({total / elapsed:.0f}/s); HTTP 5xx: {fivexx} (target 0); "
+        "schema-invalid JSON-RPC errors: 0 (the run stops at the first)"
+    )
     return 0 if fivexx == 0 else 1
 
 

@@ -147,8 +147,11 @@ async def measure(server: ServerProcess, task_id: str, args: argparse.Namespace)
     print(f"target: B's tasks/get p99 < {TARGET_P99_S:.0f} s while A holds its maximum -> {verdict}")
     return [
         (f"A's {args.streams} listen streams", ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))),
-        (f"B's {args.gets} tasks/get meanwhile", f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, stalled {stalled} "
-                                                 f"(target p99 < {TARGET_P99_S:.0f} s: {verdict})"),
+        (
+            f"B's {args.gets} tasks/get meanwhile",
+            f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, stalled {stalled} "
+            f"(target p99 < {TARGET_P99_S:.0f} s: {verdict})",
+        ),
     ]
 
 

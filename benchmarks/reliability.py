@@ -36,9 +36,13 @@ def table(short: bool, requests: int) -> str:
         ("fuzz: HTTP 5xx answers", f"{fivexx} (target 0)"),
         ("fuzz: schema-invalid JSON-RPC errors", "0 (target 0; the run stops at the first)"),
     ]
-    lines = [f"Measured {date.today().isoformat()} on {platform.machine()} with `benchmarks/reliability.py`"
-             f"{' --short' if short else ''} ({len(report.failures)} broken invariants):", "",
-             "| check | result |", "|---|---|"]
+    lines = [
+        f"Measured {date.today().isoformat()} on {platform.machine()} with `benchmarks/reliability.py`"
+        f"{' --short' if short else ''} ({len(report.failures)} broken invariants):",
+        "",
+        "| check | result |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {value} |" for name, value in rows]
     return "\n".join(lines)
 

@@ -114,8 +114,26 @@ def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
         video = ["-i", spec.watermark.image, "-filter_complex", graph, "-map", "[out]"]
     x264 = [arg for key, value in X264_OPTIONS.items() for arg in (f"-{key}", value)]
     return [
-        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", source, *video, "-map", "0:a?",
-        "-c:v", "libx264", *x264, "-c:a", "aac", "-b:a", str(AAC_BIT_RATE), "-movflags", "+faststart", out_path,
+        "ffmpeg",
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-y",
+        "-i",
+        source,
+        *video,
+        "-map",
+        "0:a?",
+        "-c:v",
+        "libx264",
+        *x264,
+        "-c:a",
+        "aac",
+        "-b:a",
+        str(AAC_BIT_RATE),
+        "-movflags",
+        "+faststart",
+        out_path,
     ]
 
 
@@ -153,8 +171,10 @@ def compare(source: str, spec: RenderSpec, frames: int, workdir: str, cpus: int,
         print(f"\nvidforge  workers={cpus}: {run.stages['total']:7.2f} s  {frames / run.stages['total']:6.1f} fps")
         print("  stages (wall s, overlapping): " + ", ".join(f"{k}={v:.2f}" for k, v in run.stages.items()))
         for s in run.segment_stats:
-            print(f"  segment {s['index']}: {s['frame_count']} frames, decode+scale+watermark {s['decode_s']:.2f} s,"
-                  f" encode {s['encode_s']:.2f} s, {s['fps']:.1f} fps")
+            print(
+                f"  segment {s['index']}: {s['frame_count']} frames, decode+scale+watermark {s['decode_s']:.2f} s,"
+                f" encode {s['encode_s']:.2f} s, {s['fps']:.1f} fps"
+            )
         if has_ffmpeg:
             started = time.perf_counter()
             subprocess.run(ffmpeg_command(source, spec, os.path.join(workdir, "ffmpeg.mp4")), check=True)
@@ -179,8 +199,10 @@ def scaling_sweep(source: str, spec: RenderSpec, frames: int, workdir: str, coun
     for n in counts:
         runs[n] = render_vidforge(source, spec, os.path.join(workdir, f"sweep-{n}"), workers=n)
         wall, base = runs[n].stages["total"], runs[counts[0]].stages["total"]
-        print(f"  N={n}: {len(runs[n].segment_stats)} segments, {wall:7.2f} s, {frames / wall:6.1f} fps, "
-              f"speed-up vs N={counts[0]}: {base / wall:.2f}x")
+        print(
+            f"  N={n}: {len(runs[n].segment_stats)} segments, {wall:7.2f} s, {frames / wall:6.1f} fps, "
+            f"speed-up vs N={counts[0]}: {base / wall:.2f}x"
+        )
     return runs
 
 
@@ -189,8 +211,10 @@ def report_equivalence(run: RenderRun, single: RenderRun, info) -> None:
     boundaries = [sum(counts[:i]) for i in range(1, len(counts))]
     frames, average, edge_min = equivalence(run.job.out_path, single.job.out_path, boundaries)
     print(f"\noutput equivalence (vidforge, {len(counts)} segments, vs one segment):")
-    print(f"  frames {frames} (source {info.frame_count}), "
-          f"duration delta {duration_s(run.job.out_path) - info.duration_s:+.3f} s")
+    print(
+        f"  frames {frames} (source {info.frame_count}), "
+        f"duration delta {duration_s(run.job.out_path) - info.duration_s:+.3f} s"
+    )
     print(f"  PSNR-Y average {average:.2f} dB, minimum at {len(boundaries)} segment boundaries {edge_min:.2f} dB")
 
 
@@ -201,8 +225,21 @@ WALL_TARGET, BYTES_TARGET, PSNR_SLACK_DB = 1.10, 1.05, 0.2
 
 def lanczos_reference(source: str, width: int, height: int):
     """The source's Y planes scaled with lanczos (the reference both outputs are scored against), one at a time."""
-    command = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-i", source, "-vf",
-               f"scale={width}:{height}:flags=lanczos", "-pix_fmt", "yuv420p", "-f", "rawvideo", "-"]
+    command = [
+        "ffmpeg",
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-i",
+        source,
+        "-vf",
+        f"scale={width}:{height}:flags=lanczos",
+        "-pix_fmt",
+        "yuv420p",
+        "-f",
+        "rawvideo",
+        "-",
+    ]
     frame_bytes = width * height * 3 // 2
     with subprocess.Popen(command, stdout=subprocess.PIPE) as proc:
         while len(raw := proc.stdout.read(frame_bytes)) == frame_bytes:
@@ -232,14 +269,18 @@ def run_ffmpeg(source: str, spec: RenderSpec, out_path: str) -> float:
     return time.perf_counter() - started
 
 
-def mcp_render(server: BenchServer, source_uri: str, logo_uri: str | None, resolution: str = RESOLUTION
-               ) -> tuple[RenderTrace, ProcessSampler]:
+def mcp_render(
+    server: BenchServer, source_uri: str, logo_uri: str | None, resolution: str = RESOLUTION
+) -> tuple[RenderTrace, ProcessSampler]:
     """One render through MCP, with the server's processes sampled meanwhile."""
     with ProcessSampler(os.getsid(server.pid)) as sampler:
         time.sleep(0.3)  # one sample of everything alive before the mark
         sampler.mark()
-        trace = drive_render(server, RenderTrace(principal=0, watermark=logo_uri is not None),
-                             render_args(source_uri, logo_uri, resolution))
+        trace = drive_render(
+            server,
+            RenderTrace(principal=0, watermark=logo_uri is not None),
+            render_args(source_uri, logo_uri, resolution),
+        )
     if not trace.ok:
         raise RuntimeError(f"render failed: {trace.task}")
     return trace, sampler
@@ -249,8 +290,10 @@ def report_mcp(trace: RenderTrace, timings, sampler: ProcessSampler, ff_wall: fl
     """Print the stage breakdown of one MCP render; return its wall time (create sent -> completion seen)."""
     wall = trace.seen_done - trace.sent
     stages = timings.stages
-    print(f"\nvidforge through MCP: {wall:.2f} s from tools/call to completion seen "
-          f"(ffmpeg {ff_wall:.2f} s; ratio {wall / ff_wall:.2f}, target <= {WALL_TARGET})")
+    print(
+        f"\nvidforge through MCP: {wall:.2f} s from tools/call to completion seen "
+        f"(ffmpeg {ff_wall:.2f} s; ratio {wall / ff_wall:.2f}, target <= {WALL_TARGET})"
+    )
     rows = [
         ("tools/call -> CreateTaskResult", trace.created - trace.sent),
         ("probe (isolated parser, its start-up included)", stages.get("probe")),
@@ -264,8 +307,10 @@ def report_mcp(trace: RenderTrace, timings, sampler: ProcessSampler, ff_wall: fl
         ("mux", stages.get("mux")),
         ("driver total", stages.get("total")),
         ("before the driver (create, durable write, supervisor start)", timings.started_at - trace.sent),
-        ("after the driver (registry completion, durable write)",
-         timings.completed_at - timings.started_at - stages["total"]),
+        (
+            "after the driver (registry completion, durable write)",
+            timings.completed_at - timings.started_at - stages["total"],
+        ),
         ("completion seen after it was written (listen stream)", trace.seen_done - timings.completed_at),
     ]
     for name, seconds in rows:
@@ -277,8 +322,9 @@ def report_mcp(trace: RenderTrace, timings, sampler: ProcessSampler, ff_wall: fl
     return wall
 
 
-def compare_mcp(source: str, logo: str, spec: RenderSpec, info, workdir: str, repeat: int, memory: list[float],
-                memory_fps: int) -> None:
+def compare_mcp(
+    source: str, logo: str, spec: RenderSpec, info, workdir: str, repeat: int, memory: list[float], memory_fps: int
+) -> None:
     width, height = output_size(info.width, info.height, spec.resolution)
     with BenchServer(workdir) as server:
         print(f"server start-up (excluded): {server.startup_s:.1f} s")
@@ -300,21 +346,31 @@ def compare_mcp(source: str, logo: str, spec: RenderSpec, info, workdir: str, re
     memory_runs = render_memory(workdir, memory, memory_fps) if memory else {}
 
     report_mcp(trace, timings[trace.task_id], sampler, ff_wall)
-    print_peaks(f"\npeak RSS per process kind during that render ({info.duration_s:g} s "
-                f"{info.width}x{info.height} -> {spec.resolution}):", peaks)
+    print_peaks(
+        f"\npeak RSS per process kind during that render ({info.duration_s:g} s "
+        f"{info.width}x{info.height} -> {spec.resolution}):",
+        peaks,
+    )
     ff_out = os.path.join(workdir, "ffmpeg.mp4")
     vf_bytes, ff_bytes = os.path.getsize(output), os.path.getsize(ff_out)
     vf_streams, ff_streams = stream_bytes(output), stream_bytes(ff_out)
-    print(f"\noutput size: vidforge {vf_bytes} bytes, ffmpeg {ff_bytes} bytes: ratio {vf_bytes / ff_bytes:.3f} "
-          f"(target <= {BYTES_TARGET})")
-    print(f"  video stream {vf_streams.get('video', 0)} vs {ff_streams.get('video', 0)} bytes, audio "
-          f"{vf_streams.get('audio', 0)} vs {ff_streams.get('audio', 0)} bytes")
+    print(
+        f"\noutput size: vidforge {vf_bytes} bytes, ffmpeg {ff_bytes} bytes: ratio {vf_bytes / ff_bytes:.3f} "
+        f"(target <= {BYTES_TARGET})"
+    )
+    print(
+        f"  video stream {vf_streams.get('video', 0)} vs {ff_streams.get('video', 0)} bytes, audio "
+        f"{vf_streams.get('audio', 0)} vs {ff_streams.get('audio', 0)} bytes"
+    )
     vf_psnr = psnr_against_source(output, source, width, height)
     ff_psnr = psnr_against_source(ff_out, source, width, height)
-    print(f"PSNR-Y against the lanczos-scaled source: vidforge {vf_psnr:.2f} dB, ffmpeg {ff_psnr:.2f} dB "
-          f"(target: vidforge >= ffmpeg - {PSNR_SLACK_DB} dB)")
-    print(f"frames: vidforge {probe(output).frame_count}, ffmpeg {probe(ff_out).frame_count}, "
-          f"source {info.frame_count}")
+    print(
+        f"PSNR-Y against the lanczos-scaled source: vidforge {vf_psnr:.2f} dB, ffmpeg {ff_psnr:.2f} dB "
+        f"(target: vidforge >= ffmpeg - {PSNR_SLACK_DB} dB)"
+    )
+    print(
+        f"frames: vidforge {probe(output).frame_count}, ffmpeg {probe(ff_out).frame_count}, source {info.frame_count}"
+    )
     for seconds, run_peaks in memory_runs.items():
         print_peaks(f"\npeak RSS per process kind, {seconds:g} s 4k source -> 4k:", run_peaks)
     if memory_runs:
@@ -353,8 +409,11 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=None, help="CPUs Ray may use (default: all)")
     parser.add_argument("--workdir", help="where inputs and outputs go (default: a temporary directory)")
     parser.add_argument("--mcp", action="store_true", help="through a real vidforge serve, as an agent does")
-    parser.add_argument("--memory", default="", help="with --mcp: comma-separated 4k source lengths (s) to "
-                        "measure peak RSS per process kind on")
+    parser.add_argument(
+        "--memory",
+        default="",
+        help="with --mcp: comma-separated 4k source lengths (s) to measure peak RSS per process kind on",
+    )
     parser.add_argument("--memory-fps", type=int, default=30, help="frame rate of those 4k sources")
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="vidforge-bench-")
@@ -369,8 +428,10 @@ def main() -> None:
     logo = make_watermark_png(os.path.join(workdir, "logo.png"), w=256, h=96, rgba=(255, 255, 255, 220))
     spec = RenderSpec("mp4", RESOLUTION, WatermarkSpec(logo, **WATERMARK))
     info = probe(source)
-    print(f"source: {info.width}x{info.height} {info.fps:g} fps, {info.frame_count} frames, "
-          f"{info.duration_s:.1f} s, audio={'yes' if info.audio else 'no'}")
+    print(
+        f"source: {info.width}x{info.height} {info.fps:g} fps, {info.frame_count} frames, "
+        f"{info.duration_s:.1f} s, audio={'yes' if info.audio else 'no'}"
+    )
 
     if args.mcp:
         if not shutil.which("ffmpeg"):

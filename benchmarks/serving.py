@@ -149,16 +149,20 @@ def drive_render(server: BenchServer, trace: RenderTrace, args: dict) -> RenderT
 
 
 def _listen(server: BenchServer, wire: Wire, trace: RenderTrace) -> None:
-    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": PROTOCOL,
-                        "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS},
-              "notifications": {"taskIds": [trace.task_id]}}
+    params = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS,
+        },
+        "notifications": {"taskIds": [trace.task_id]},
+    }
     body = {"jsonrpc": "2.0", "id": f"listen-{trace.task_id}", "method": "subscriptions/listen", "params": params}
     with httpx.Client(timeout=DEADLINE_S) as http:
         with http.stream("POST", server.url, json=body, headers=wire.headers("subscriptions/listen")) as response:
             for line in response.iter_lines():
                 if not line.startswith("data: "):
                     continue
-                message = json.loads(line[len("data: "):])
+                message = json.loads(line[len("data: ") :])
                 if "result" in message or "error" in message:
                     return
                 if message.get("method") == "notifications/tasks":

@@ -87,17 +87,25 @@ class Tasks(ClientExtension):  # declares io.modelcontextprotocol/tasks on every
 
 async def main(clip: str, logo: str, out: str) -> None:
     async with httpx2.AsyncClient(headers=HEADERS, timeout=300) as http:
+
         async def upload(path: str) -> str:  # -> vidforge://assets/<id>
-            response = await http.post(f"{BASE}/assets", params={"filename": Path(path).name},
-                                       content=Path(path).read_bytes())
+            response = await http.post(
+                f"{BASE}/assets", params={"filename": Path(path).name}, content=Path(path).read_bytes()
+            )
             return response.raise_for_status().json()["uri"]
 
         source, watermark = await upload(clip), await upload(logo)
         transport = streamable_http_client(URL, http_client=http)
         async with Client(transport, extensions=[Tasks()], elicitation_callback=ask_human) as client:
-            result = await client.call_tool("vidforge_render_video", {
-                "source_asset_uri": source, "output_format": "mp4", "resolution": "720p",
-                "watermark": {"image_asset_uri": watermark, "position": "bottom_right", "opacity": 0.6}})
+            result = await client.call_tool(
+                "vidforge_render_video",
+                {
+                    "source_asset_uri": source,
+                    "output_format": "mp4",
+                    "resolution": "720p",
+                    "watermark": {"image_asset_uri": watermark, "position": "bottom_right", "opacity": 0.6},
+                },
+            )
         if result.is_error:
             sys.exit(f"render failed: {result.structured_content}")
         video_uri = result.structured_content["video_uri"]  # vidforge://videos/<render_id>/final.mp4

@@ -93,8 +93,9 @@ class SpeedMeter:
     None until the samples span `min_span_s`, so the first figure is not two samples a few ms apart.
     """
 
-    def __init__(self, window_s: float = 5.0, min_span_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, window_s: float = 5.0, min_span_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.window_s = window_s
         self.min_span_s = min_span_s
         self.clock = clock

@@ -166,7 +166,12 @@ class VidforgeServer:
         return discover_result()
 
     async def _list_tools(self, ctx: RequestContext, params: PaginatedRequestParams | None) -> JSONObject:
-        return {"resultType": "complete", "tools": tool_definitions(self.settings), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+        return {
+            "resultType": "complete",
+            "tools": tool_definitions(self.settings),
+            "ttlMs": DISCOVERY_TTL_MS,
+            "cacheScope": "private",
+        }
 
     async def _call_tool(self, ctx: RequestContext, params: CallToolRequestParams) -> JSONObject:
         if not self.tools.known(params.name):
@@ -190,7 +195,12 @@ class VidforgeServer:
         }
 
     async def _list_templates(self, ctx: RequestContext, params: PaginatedRequestParams | None) -> JSONObject:
-        return {"resultType": "complete", "resourceTemplates": resource_templates(self.settings), "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+        return {
+            "resultType": "complete",
+            "resourceTemplates": resource_templates(self.settings),
+            "ttlMs": DISCOVERY_TTL_MS,
+            "cacheScope": "private",
+        }
 
     async def _read_resource(self, ctx: RequestContext, params: ReadResourceRequestParams) -> JSONObject:
         uri = str(params.uri)
@@ -198,7 +208,12 @@ class VidforgeServer:
         if uri == CAPABILITIES_URI:
             summary = capability_summary(self.settings)
             contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(summary, indent=2)}
-            return {"resultType": "complete", "contents": [contents], "ttlMs": DISCOVERY_TTL_MS, "cacheScope": "private"}
+            return {
+                "resultType": "complete",
+                "contents": [contents],
+                "ttlMs": DISCOVERY_TTL_MS,
+                "cacheScope": "private",
+            }
         try:
             if match := _VIDEO_URI.match(uri):
                 artifact, data = await self.service.read_video(principal, match["id"], match["ext"])

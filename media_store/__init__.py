@@ -26,6 +26,6 @@ def open_media_store(storage_url: str | None, data_dir: str) -> MediaStore:
     """The store VIDFORGE_STORAGE_URL names; the data dir itself when it is unset."""
     if not storage_url:
         return LocalMediaStore(data_dir)
-    if storage_url.startswith("s3://") and storage_url[len("s3://"):].split("/")[0]:
+    if storage_url.startswith("s3://") and storage_url[len("s3://") :].split("/")[0]:
         return S3MediaStore(storage_url.rstrip("/"))
     raise StorageUrlError(f"VIDFORGE_STORAGE_URL must be s3://BUCKET[/PREFIX], not {storage_url!r}")

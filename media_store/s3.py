@@ -111,8 +111,7 @@ class S3MediaStore:
                 size += len(chunk)
                 yield chunk
 
-        await obstore.put_async(self.bucket, key, counted(), chunk_size=PART_BYTES,
-                                max_concurrency=UPLOAD_CONCURRENCY)
+        await obstore.put_async(self.bucket, key, counted(), chunk_size=PART_BYTES, max_concurrency=UPLOAD_CONCURRENCY)
         return size
 
     async def read_stream(self, key: str, start: int, end: int) -> AsyncIterator[bytes]:

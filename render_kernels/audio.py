@@ -70,8 +70,15 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
         resampler = AudioResampler(format=encoder.format, layout=layout, rate=rate, frame_size=encoder.frame_size)
 
         out = EncodedAudio(
-            codec=codec, packets=[], pts=[], dts=[], time_base=(1, rate), sample_rate=rate,
-            channels=encoder.channels, layout=layout, extradata=None,
+            codec=codec,
+            packets=[],
+            pts=[],
+            dts=[],
+            time_base=(1, rate),
+            sample_rate=rate,
+            channels=encoder.channels,
+            layout=layout,
+            extradata=None,
         )
         samples = 0
 

@@ -23,8 +23,9 @@ def open_video(path: Media) -> Iterator[tuple[av.container.InputContainer, av.Vi
         yield container, stream
 
 
-def frames_from(container: av.container.InputContainer, stream: av.VideoStream, info: SourceInfo,
-                start_s: float) -> Iterator[av.VideoFrame]:
+def frames_from(
+    container: av.container.InputContainer, stream: av.VideoStream, info: SourceInfo, start_s: float
+) -> Iterator[av.VideoFrame]:
     """Frames in presentation order from the frame at `start_s` (a keyframe time, as in SourceInfo) onwards.
 
     Seeks to the keyframe at or before the start and drops anything earlier (e.g. open-GOP leading frames).

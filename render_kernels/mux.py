@@ -30,8 +30,9 @@ class MuxStats:
     height: int
 
 
-def mux_segments(segments: Iterable[EncodedSegment], audio: EncodedAudio | None, output_format: str,
-                 out_path: str, fps: float) -> MuxStats:
+def mux_segments(
+    segments: Iterable[EncodedSegment], audio: EncodedAudio | None, output_format: str, out_path: str, fps: float
+) -> MuxStats:
     """Remux the segments (in index order) and the audio into `out_path`, atomically.
 
     `segments` is read once, in order, one segment at a time: given a generator that fetches each segment as
@@ -55,8 +56,9 @@ def mux_segments(segments: Iterable[EncodedSegment], audio: EncodedAudio | None,
     fd, tmp_path = tempfile.mkstemp(prefix=".mux-", suffix=f".{output_format}", dir=directory)
     os.close(fd)
     try:
-        with av.open(tmp_path, "w", format=output_format,
-                     container_options=CONTAINER_OPTIONS[output_format]) as container:
+        with av.open(
+            tmp_path, "w", format=output_format, container_options=CONTAINER_OPTIONS[output_format]
+        ) as container:
             video = _stream_like(container, first.codec, first.extradata)
             video.codec_context.width, video.codec_context.height = first.width, first.height
             video.codec_context.pix_fmt = "yuv420p"
@@ -70,8 +72,9 @@ def mux_segments(segments: Iterable[EncodedSegment], audio: EncodedAudio | None,
                 sound.codec_context.time_base = Fraction(*audio.time_base)
             in_order = _popped_first([first], pending)
             del first  # from here only the list in `in_order` holds it, until the mux takes it out
-            for packet in heapq.merge(track.packets(in_order, video), _audio_packets(audio, sound),
-                                      key=lambda p: p.dts * p.time_base):
+            for packet in heapq.merge(
+                track.packets(in_order, video), _audio_packets(audio, sound), key=lambda p: p.dts * p.time_base
+            ):
                 container.mux(packet)
         with av.open(tmp_path) as check:  # report what a reader of the file sees
             duration_s = (check.duration or 0) / av.time_base
@@ -81,8 +84,14 @@ def mux_segments(segments: Iterable[EncodedSegment], audio: EncodedAudio | None,
         os.unlink(tmp_path)
         raise
     _, width, height, _, _ = track.encoding
-    return MuxStats(path=out_path, size_bytes=os.path.getsize(out_path), duration_s=duration_s,
-                    frame_count=track.frames, width=width, height=height)
+    return MuxStats(
+        path=out_path,
+        size_bytes=os.path.getsize(out_path),
+        duration_s=duration_s,
+        frame_count=track.frames,
+        width=width,
+        height=height,
+    )
 
 
 def _fsync(path: str) -> None:

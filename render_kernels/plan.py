@@ -19,8 +19,9 @@ class Segment:
     end_s: float
 
 
-def plan_segments(info: SourceInfo, workers: int, min_segment_s: float = 2.0,
-                  max_frames: int | None = None) -> list[Segment]:
+def plan_segments(
+    info: SourceInfo, workers: int, min_segment_s: float = 2.0, max_frames: int | None = None
+) -> list[Segment]:
     """Cut the source at keyframes into about `workers` segments of roughly equal duration; more when one
     segment would hold more than `max_frames` frames.
 

@@ -53,13 +53,17 @@ class MediaLimits:
 
     def check_frame_size(self, width: int, height: int) -> None:
         if self.max_frame_pixels is not None and width * height > self.max_frame_pixels:
-            raise OverLimit("max_frame_pixels", f"frames are {width}x{height} = {width * height} pixels, over the "
-                            f"{self.max_frame_pixels}-pixel limit")
+            raise OverLimit(
+                "max_frame_pixels",
+                f"frames are {width}x{height} = {width * height} pixels, over the {self.max_frame_pixels}-pixel limit",
+            )
 
     def check_image_size(self, width: int, height: int) -> None:
         if self.max_image_pixels is not None and width * height > self.max_image_pixels:
-            raise OverLimit("max_image_pixels", f"image is {width}x{height} = {width * height} pixels, over the "
-                            f"{self.max_image_pixels}-pixel limit")
+            raise OverLimit(
+                "max_image_pixels",
+                f"image is {width}x{height} = {width * height} pixels, over the {self.max_image_pixels}-pixel limit",
+            )
 
     def check_video(self, width: int, height: int, fps: float, frame_count: int, duration_s: float) -> None:
         """Every video limit, on a probed source's facts (also stored ones: limits may have been lowered)."""
@@ -69,8 +73,9 @@ class MediaLimits:
         if self.max_frames is not None and frame_count > self.max_frames:
             raise OverLimit("max_frames", f"{frame_count} frames, over the {self.max_frames}-frame limit")
         if self.max_duration_s is not None and duration_s > self.max_duration_s:
-            raise OverLimit("max_duration_s",
-                            f"duration {duration_s:.6g} s is over the {self.max_duration_s:g} s limit")
+            raise OverLimit(
+                "max_duration_s", f"duration {duration_s:.6g} s is over the {self.max_duration_s:g} s limit"
+            )
 
 
 NO_LIMITS = MediaLimits()
@@ -226,8 +231,9 @@ class _Scan:
     audio_ticks: int  # summed audio packet durations, in the audio stream's time base
 
 
-def _scan(container: av.container.InputContainer, video: av.VideoStream, audio: av.AudioStream | None,
-          limits: MediaLimits) -> _Scan:
+def _scan(
+    container: av.container.InputContainer, video: av.VideoStream, audio: av.AudioStream | None, limits: MediaLimits
+) -> _Scan:
     """Read every packet once, stopping at a limit; decode only until the first picture appears."""
     scan = _Scan([], [], 0)
     decoded = False
@@ -251,8 +257,9 @@ def _scan(container: av.container.InputContainer, video: av.VideoStream, audio: 
                 raise OverLimit("max_frames", f"more than {max_frames} frames, over the {max_frames}-frame limit")
             if max_span is not None and abs(pts - scan.video_pts[0]) > max_span:  # exact check after the scan
                 seen = float(abs(pts - scan.video_pts[0]) * time_base(video))
-                raise OverLimit("max_duration_s",
-                                f"duration is at least {seen:.6g} s, over the {limits.max_duration_s:g} s limit")
+                raise OverLimit(
+                    "max_duration_s", f"duration is at least {seen:.6g} s, over the {limits.max_duration_s:g} s limit"
+                )
             if not decoded:
                 decoded = bool(packet.decode())
         decoded = decoded or bool(video.decode(None))

@@ -39,8 +39,13 @@ class EncodedSegment:
     stats: dict[str, float] = field(default_factory=dict)  # decode_s (decode+scale+watermark), encode_s, wall_s, fps
 
 
-def encode_segment(source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo,
-                   on_frame: Callable[[int], None] | None = None) -> EncodedSegment:
+def encode_segment(
+    source_path: Media,
+    segment: Segment,
+    spec: RenderSpec,
+    info: SourceInfo,
+    on_frame: Callable[[int], None] | None = None,
+) -> EncodedSegment:
     """Encode the segment's frames with a fresh encoder (so its first frame is a keyframe).
 
     `on_frame`, when given, is called after every frame handed to the encoder with the count so far, so a
@@ -58,8 +63,17 @@ def encode_segment(source_path: Media, segment: Segment, spec: RenderSpec, info:
     encoder = open_video_encoder(codec, width, height, frame_rate(info.fps))
     tb = encoder.time_base
     out = EncodedSegment(
-        index=segment.index, packets=[], pts=[], dts=[], keyframes=[], time_base=(tb.numerator, tb.denominator),
-        width=width, height=height, codec=codec, frame_count=0, extradata=encoder.extradata,
+        index=segment.index,
+        packets=[],
+        pts=[],
+        dts=[],
+        keyframes=[],
+        time_base=(tb.numerator, tb.denominator),
+        width=width,
+        height=height,
+        codec=codec,
+        frame_count=0,
+        extradata=encoder.extradata,
     )
     encode_s = 0.0
 

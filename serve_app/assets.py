@@ -135,8 +135,9 @@ class AssetStore:
 
         try:
             size = await self.media.write_stream(blob_key(asset_id), limited())
-            facts = await parse_isolated(self.parse_bounds, inspect_media, self.media.media(blob_key(asset_id)),
-                                         self.limits)
+            facts = await parse_isolated(
+                self.parse_bounds, inspect_media, self.media.media(blob_key(asset_id)), self.limits
+            )
             return await anyio.to_thread.run_sync(self._publish, asset_id, principal, filename, size, facts)
         except BaseException:
             with anyio.CancelScope(shield=True):  # also when the client went away

@@ -50,8 +50,10 @@ def load_tokens(path: str | None) -> dict[str, str] | None:
         tokens = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise TokenFileError(f"cannot read VIDFORGE_TOKENS_FILE {path}: {exc}") from exc
-    if not isinstance(tokens, dict) or not tokens or not all(
-        isinstance(k, str) and k and isinstance(v, str) and v for k, v in tokens.items()
+    if (
+        not isinstance(tokens, dict)
+        or not tokens
+        or not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in tokens.items())
     ):
         raise TokenFileError(f"VIDFORGE_TOKENS_FILE {path} must be a non-empty JSON object of token → principal")
     return tokens

@@ -37,9 +37,7 @@ APP_NAME = "vidforge"
 
 # On the head, beside the registry and the supervisor it talks to: a worker node may go away (scale-down, a
 # lost machine) with renders in flight, never with the ingress; Serve then runs its only proxy there too.
-@serve.deployment(
-    name="McpIngress", ray_actor_options={"num_cpus": 0, "resources": {"node:__internal_head__": 0.001}}
-)
+@serve.deployment(name="McpIngress", ray_actor_options={"num_cpus": 0, "resources": {"node:__internal_head__": 0.001}})
 @serve.ingress()
 class McpIngress:
     def __init__(self, config_json: str) -> None:

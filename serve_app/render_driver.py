@@ -110,7 +110,9 @@ class RenderJob:
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
     limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
     principal: str = "local"  # whose render: the scheduler shares CPUs round-robin across principals
-    segment_max_megapixels: int = Config.model_fields["segment_max_megapixels"].default  # output pixels one segment task may encode
+    segment_max_megapixels: int = Config.model_fields[
+        "segment_max_megapixels"
+    ].default  # output pixels one segment task may encode
     media: MediaStore = FILESYSTEM
 
     def __post_init__(self) -> None:
@@ -238,8 +240,12 @@ class RenderRun:
         return self.pool
 
     def timings(self) -> RenderTimings:
-        return RenderTimings(self.started_at, dict(self.stages), tuple(s["wall_s"] for s in self.segment_stats),
-                             self.audio_stats.get("wall_s"))
+        return RenderTimings(
+            self.started_at,
+            dict(self.stages),
+            tuple(s["wall_s"] for s in self.segment_stats),
+            self.audio_stats.get("wall_s"),
+        )
 
     async def _render(self) -> MuxStats:
         job = self.job
@@ -250,8 +256,9 @@ class RenderRun:
         if source.preview_png is not None:
             self.stages["preview"] = source.preview_s
         info = source.info
-        segments = plan_segments(info, job.workers or self._pool.scheduler.plan_width(),
-                                 max_frames=self._max_segment_frames(info))
+        segments = plan_segments(
+            info, job.workers or self._pool.scheduler.plan_width(), max_frames=self._max_segment_frames(info)
+        )
         spec, segment_options = await self._fix_encoder(job.spec, len(segments))
         self._tally = TallyRef(self._pool.tally(), self._key)
         self._tally.actor.open.remote(self._key, len(segments))
@@ -259,8 +266,9 @@ class RenderRun:
 
         # The audio first: it would otherwise run alone after the (equally sized) segments end together.
         audio = self._schedule(_audio_task, {}, job.source_path, spec.output_format)
-        parts = [self._schedule(segment_task, segment_options, job.source_path, s, spec, info, self._tally)
-                 for s in segments]
+        parts = [
+            self._schedule(segment_task, segment_options, job.source_path, s, spec, info, self._tally) for s in segments
+        ]
 
         gate = [self._approval_gate(source.preview_png)] if source.preview_png is not None else []
         work = (self._encode(parts, info), self._audio(audio), *gate)
@@ -366,15 +374,17 @@ class RenderRun:
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
 
-    async def _mux(self, audio: ray.ObjectRef, encoded: list[ray.ObjectRef], output_format: str,
-                   fps: float) -> MuxStats:
+    async def _mux(
+        self, audio: ray.ObjectRef, encoded: list[ray.ObjectRef], output_format: str, fps: float
+    ) -> MuxStats:
         media = self.job.media
         options = {}
         if media.node_local:  # its files are on this node's disk
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             options["scheduling_strategy"] = here
-        dispatched = await self._schedule(_mux_task, options, audio, output_format, media, self.job.out_path, fps,
-                                          encoded, final=True)
+        dispatched = await self._schedule(
+            _mux_task, options, audio, output_format, media, self.job.out_path, fps, encoded, final=True
+        )
         return await _value(dispatched.refs[0])
 
     def _submit(self, task, options: dict[str, Any], *args) -> Any:
@@ -416,4 +426,3 @@ async def _settled(ref: ray.ObjectRef) -> None:
         await ref
     except Exception:  # noqa: BLE001 - a cancelled task's ref resolves to TaskCancelledError; any end will do
         pass
-

@@ -96,8 +96,9 @@ def reporter(tally: TallyRef, index: int):
     return on_frame
 
 
-def encode_segment_parts(source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo,
-                         tally: TallyRef) -> tuple[dict[str, Any], EncodedSegment]:
+def encode_segment_parts(
+    source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo, tally: TallyRef
+) -> tuple[dict[str, Any], EncodedSegment]:
     """`encode_segment` as (summary, segment), reporting live to `tally`; see module docstring."""
     try:
         encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
@@ -115,8 +116,14 @@ def encode_audio_parts(source_path: Media, output_format: str) -> tuple[dict[str
     return (audio.stats if audio is not None else {}), audio
 
 
-def mux_stored_segments(audio: EncodedAudio | None, output_format: str, media: MediaStore, out_path: str,
-                        fps: float, segment_refs: list[ray.ObjectRef]) -> MuxStats:
+def mux_stored_segments(
+    audio: EncodedAudio | None,
+    output_format: str,
+    media: MediaStore,
+    out_path: str,
+    fps: float,
+    segment_refs: list[ray.ObjectRef],
+) -> MuxStats:
     """`mux_segments` fetching the segments one at a time: refs inside a list are not resolved by Ray before the
     task starts, so each is read from the object store only when the mux reaches it. The file is made in a
     staging folder on this node and then handed to the store under `out_path` (a rename, or a multipart

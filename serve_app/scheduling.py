@@ -141,8 +141,9 @@ class SegmentScheduler:
         take (at least 1)."""
         return max(1, self._capacity() - self._running - len(self._queue) - len(self._final))
 
-    def submit(self, principal: str, render: Hashable, start: Callable[[], Sequence[ray.ObjectRef]],
-               final: bool = False) -> asyncio.Future[Dispatched]:
+    def submit(
+        self, principal: str, render: Hashable, start: Callable[[], Sequence[ray.ObjectRef]], final: bool = False
+    ) -> asyncio.Future[Dispatched]:
         """Queue a task; `start()` submits it to Ray and returns its refs. The future resolves once it has been
         started (with `start`'s exception, if it raised), and is cancelled if the render is withdrawn first.
         The task holds its CPU until its first ref settles. A `final` task (one per render, after all its other

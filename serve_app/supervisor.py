@@ -294,6 +294,7 @@ def unusable(error: VidforgeError) -> Unsupported:
         {"code": error.code, "field": error.field, "reason": error.reason, "request_id": error.request_id}
     )
 
+
 def supervisor_handle(config: Config):
     return (
         ray.remote(RenderSupervisor)

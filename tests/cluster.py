@@ -78,14 +78,18 @@ class LocalCluster:
 
     def start(self, worker_cpus: tuple[int, ...] = (1, 1)) -> LocalCluster:
         head = self._launch(
-            "head", "--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=true",
-            "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
+            "head",
+            "--head",
+            f"--port={self.port}",
+            "--num-cpus=0",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={self.dashboard_port}",
             f"--ray-client-server-port={free_port()}",
         )
         wait_until(lambda: self._started(head), START_TIMEOUT_S, interval=0.5, message="the head node to start")
         for i, cpus in enumerate(worker_cpus, 1):
-            self._launch(f"worker{i}", f"--address={self.address}", f"--num-cpus={cpus}",
-                         "--include-log-monitor=false")
+            self._launch(f"worker{i}", f"--address={self.address}", f"--num-cpus={cpus}", "--include-log-monitor=false")
         wait_until(self._all_registered, START_TIMEOUT_S, interval=1.0, message="every node to join the cluster")
         return self
 
@@ -94,16 +98,24 @@ class LocalCluster:
         temp_dir.mkdir(parents=True)
         log_path = self.root / f"{name}.log"
         command = [
-            RAY, "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
-            f"--resources={json.dumps({name: 1})}", f"--object-store-memory={OBJECT_STORE_BYTES}",
-            f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
-            f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-            "--disable-usage-stats", *args,
+            RAY,
+            "start",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--temp-dir={temp_dir}",
+            f"--resources={json.dumps({name: 1})}",
+            f"--object-store-memory={OBJECT_STORE_BYTES}",
+            f"--node-manager-port={free_port()}",
+            f"--object-manager-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            "--disable-usage-stats",
+            *args,
         ]
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         node = self.nodes[name] = Node(name, proc, log_path)
         return node
 
@@ -119,8 +131,13 @@ class LocalCluster:
             listed = self.state("nodes")
         except httpx.HTTPError:
             return False
-        ids = {name: entry["node_id"] for entry in listed if entry["state"] == "ALIVE"
-               for name in entry["resources_total"] if name in self.nodes}
+        ids = {
+            name: entry["node_id"]
+            for entry in listed
+            if entry["state"] == "ALIVE"
+            for name in entry["resources_total"]
+            if name in self.nodes
+        }
         if set(ids) != set(self.nodes):
             return False
         for name, node_id in ids.items():
@@ -132,8 +149,12 @@ class LocalCluster:
         params: list[tuple[str, str]] = [("detail", "true"), ("limit", "10000")]
         for key, value in filters.items():
             params += [("filter_keys", key), ("filter_predicates", "="), ("filter_values", value)]
-        response = httpx.get(f"http://127.0.0.1:{self.dashboard_port}/api/v0/{resource}", params=params,
-                             headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+        response = httpx.get(
+            f"http://127.0.0.1:{self.dashboard_port}/api/v0/{resource}",
+            params=params,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+        )
         response.raise_for_status()
         return response.json()["data"]["result"]["result"]
 

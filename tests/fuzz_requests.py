@@ -28,17 +28,37 @@ from tests.harness import PROTOCOL, TASKS_EXT, meta, validate, validate_response
 
 CATALOG_CODES = {entry["code"] for entry in capability_summary(Config())["error_catalog"]}
 MCP_METHODS = [
-    "server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
-    "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list",
-    "initialize", "notifications/initialized", "ping", "logging/setLevel", "prompts/list", "completion/complete",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "tasks/result",
+    "tasks/list",
+    "initialize",
+    "notifications/initialized",
+    "ping",
+    "logging/setLevel",
+    "prompts/list",
+    "completion/complete",
 ]
-TOOLS = ["vidforge_render_video", "vidforge_get_render_status", "vidforge_approve_watermark",
-         "vidforge_cancel_render", "vidforge_get_capabilities", "no_such_tool"]
+TOOLS = [
+    "vidforge_render_video",
+    "vidforge_get_render_status",
+    "vidforge_approve_watermark",
+    "vidforge_cancel_render",
+    "vidforge_get_capabilities",
+    "no_such_tool",
+]
 VERSIONS = [PROTOCOL, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", "1900-01-01", "garbage", ""]
 # Header values must be sendable at all: printable ASCII without surrounding blanks (h11 refuses the rest).
 header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=80).map(str.strip)
 small_text = st.text(max_size=40)
-
 
 
 def sendable_header(value: str) -> str:
@@ -88,18 +108,29 @@ def tool_arguments(draw) -> Any:
     if draw(st.booleans()):
         return draw(json_value)
     arguments: dict[str, Any] = {
-        "source_asset_uri": draw(st.sampled_from(
-            ["vidforge://assets/a_0123456789abcdef0123", "vidforge://assets/../../etc/passwd", "", "x" * 300]
-        )),
+        "source_asset_uri": draw(
+            st.sampled_from(
+                ["vidforge://assets/a_0123456789abcdef0123", "vidforge://assets/../../etc/passwd", "", "x" * 300]
+            )
+        ),
         "output_format": draw(st.sampled_from(["mp4", "webm", "mov", "avi", "", 5])),
         "resolution": draw(st.sampled_from(["720p", "1080p", "4k", "8k", None])),
         "render_id": draw(st.sampled_from(["task_x", "", "t" * 500])),
         "approved": draw(st.sampled_from([True, False, "yes", None])),
     }
     if draw(st.booleans()):
-        arguments["watermark"] = draw(st.one_of(json_value, st.fixed_dictionaries({
-            "image_asset_uri": small_text, "position": small_text, "opacity": st.floats(allow_nan=False),
-        })))
+        arguments["watermark"] = draw(
+            st.one_of(
+                json_value,
+                st.fixed_dictionaries(
+                    {
+                        "image_asset_uri": small_text,
+                        "position": small_text,
+                        "opacity": st.floats(allow_nan=False),
+                    }
+                ),
+            )
+        )
     if draw(st.booleans()):
         arguments["idempotency_key"] = draw(small_text)
     return arguments
@@ -121,19 +152,34 @@ def rpc_body(draw) -> RpcBody:
     meta = draw(request_meta())
     if meta is not None:
         params["_meta"] = meta
-    params.update(draw(st.fixed_dictionaries({}, optional={
-        "name": st.one_of(st.sampled_from(TOOLS), json_leaf),
-        "arguments": tool_arguments(),
-        "uri": st.one_of(st.sampled_from(["vidforge://capabilities", "vidforge://videos/x/final.mp4",
-                                          "vidforge://renders/x/watermark-preview.png", "file:///etc/passwd"]),
-                         json_leaf),
-        "taskId": st.one_of(st.just("task_" + "0" * 26), json_leaf),
-        "inputResponses": json_value,
-        "notifications": st.one_of(json_value, st.fixed_dictionaries({"taskIds": json_value})),
-        "protocolVersion": st.sampled_from(VERSIONS),
-        "capabilities": json_value,
-        "clientInfo": json_value,
-    })))
+    params.update(
+        draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "name": st.one_of(st.sampled_from(TOOLS), json_leaf),
+                    "arguments": tool_arguments(),
+                    "uri": st.one_of(
+                        st.sampled_from(
+                            [
+                                "vidforge://capabilities",
+                                "vidforge://videos/x/final.mp4",
+                                "vidforge://renders/x/watermark-preview.png",
+                                "file:///etc/passwd",
+                            ]
+                        ),
+                        json_leaf,
+                    ),
+                    "taskId": st.one_of(st.just("task_" + "0" * 26), json_leaf),
+                    "inputResponses": json_value,
+                    "notifications": st.one_of(json_value, st.fixed_dictionaries({"taskIds": json_value})),
+                    "protocolVersion": st.sampled_from(VERSIONS),
+                    "capabilities": json_value,
+                    "clientInfo": json_value,
+                },
+            )
+        )
+    )
     envelope: dict[str, Any] = {
         "jsonrpc": draw(st.sampled_from(["2.0", "2.0", "2.0", "1.0", None])),
         "method": method,
@@ -190,8 +236,9 @@ def fuzz_request(draw, token: str) -> FuzzRequest:
     headers: dict[str, str] = {}
     optional = {
         "Authorization": st.sampled_from([f"Bearer {token}"] * 4 + ["Bearer wrong", "Basic eA==", "Bearer", ""]),
-        "Accept": st.sampled_from(["application/json, text/event-stream", "application/json",
-                                   "text/event-stream", "text/html", "*/*"]),
+        "Accept": st.sampled_from(
+            ["application/json, text/event-stream", "application/json", "text/event-stream", "text/html", "*/*"]
+        ),
         "Content-Type": st.sampled_from(["application/json", "text/plain", "application/octet-stream", ""]),
         "MCP-Protocol-Version": st.sampled_from(VERSIONS),
         "Mcp-Method": st.one_of(st.sampled_from(MCP_METHODS), header_text),
@@ -211,8 +258,12 @@ def fuzz_request(draw, token: str) -> FuzzRequest:
         rpc = draw(rpc_body())
         body, path = rpc.raw, "/mcp"
     elif route == "/assets":
-        body = draw(st.one_of(st.binary(max_size=2_000), st.sampled_from([b"", b"\x89PNG\r\n\x1a\n" + b"\0" * 64,
-                                                                            b"\x00\x00\x00\x18ftypmp42" + b"\0" * 64])))
+        body = draw(
+            st.one_of(
+                st.binary(max_size=2_000),
+                st.sampled_from([b"", b"\x89PNG\r\n\x1a\n" + b"\0" * 64, b"\x00\x00\x00\x18ftypmp42" + b"\0" * 64]),
+            )
+        )
         query["filename"] = draw(st.one_of(st.sampled_from(["../../etc/passwd", "a.mp4", "", "x" * 5000]), small_text))
         path = "/assets"
     elif route == "/artifacts":
@@ -232,8 +283,13 @@ def fuzz_request(draw, token: str) -> FuzzRequest:
         headers.pop("Origin", None)
         http_method = draw(st.sampled_from(CONTRACT_METHODS[route]))
         if route == "/mcp":
-            headers.update({"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-                            "Mcp-Method": sendable_header(rpc.method)})
+            headers.update(
+                {
+                    "Accept": "application/json, text/event-stream",
+                    "Content-Type": "application/json",
+                    "Mcp-Method": sendable_header(rpc.method),
+                }
+            )
             if rpc.version:
                 headers["MCP-Protocol-Version"] = sendable_header(rpc.version)
             if rpc.name is not None:
@@ -264,8 +320,13 @@ def check_answer(request: FuzzRequest, response: httpx.Response, body: bytes) ->
 
 def exchange(client: httpx.Client, base_url: str, request: FuzzRequest) -> tuple[httpx.Response, bytes]:
     """Send one request. An SSE answer (a live stream) is checked by its status and closed unread."""
-    with client.stream(request.method, base_url + request.path, headers=request.headers,
-                       content=request.body or None, params=request.query or None) as response:
+    with client.stream(
+        request.method,
+        base_url + request.path,
+        headers=request.headers,
+        content=request.body or None,
+        params=request.query or None,
+    ) as response:
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             return response, b""
         return response, response.read()
@@ -279,8 +340,14 @@ def run_fuzz(base_url: str, token: str, examples: int, client: httpx.Client | No
     own = client is None
     client = client or httpx.Client(timeout=httpx.Timeout(60, connect=10))
 
-    @settings(max_examples=examples, deadline=None, derandomize=True, database=None, print_blob=False,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(fuzz_request(token))
     def one(request: FuzzRequest) -> None:
         response, body = exchange(client, base_url, request)
@@ -298,26 +365,56 @@ def run_fuzz(base_url: str, token: str, examples: int, client: httpx.Client | No
 def malformed_request(rng: random.Random, index: int) -> tuple[bytes, dict[str, str]]:
     """One of twelve kinds of broken `/mcp` request (bad params, broken framing, wrong or missing headers), as
     body and headers; `index` picks the kind. Seeded: the same corpus on every run."""
-    methods = ["tools/list", "tools/call", "server/discover", "resources/read", "tasks/get", "tasks/update",
-               "tasks/cancel", "subscriptions/listen", "initialize", "x" * rng.randint(0, 300)]
+    methods = [
+        "tools/list",
+        "tools/call",
+        "server/discover",
+        "resources/read",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "subscriptions/listen",
+        "initialize",
+        "x" * rng.randint(0, 300),
+    ]
     method = rng.choice(methods)
     params: object = {"_meta": meta(tasks=rng.random() < 0.5)}
     mutation = index % 12
     if mutation == 0:
         params = rng.choice([None, [], "s", 5, {"_meta": None}, {"_meta": {"x": 1}}])
     elif mutation == 1:
-        params = {**params, "name": rng.choice([None, 5, "", "vidforge_render_video", "\u0000"]),
-                  "arguments": rng.choice([None, [], "x", {"source_asset_uri": {"a": []}}])}
+        params = {
+            **params,
+            "name": rng.choice([None, 5, "", "vidforge_render_video", "\u0000"]),
+            "arguments": rng.choice([None, [], "x", {"source_asset_uri": {"a": []}}]),
+        }
     elif mutation == 2:
-        params = {**params, "taskId": rng.choice([None, 7, "", "task_" + "a" * rng.randint(0, 500)]),
-                  "inputResponses": rng.choice([None, [], {"k": None}, {"watermark-approval-1": {"action": 5}}])}
+        params = {
+            **params,
+            "taskId": rng.choice([None, 7, "", "task_" + "a" * rng.randint(0, 500)]),
+            "inputResponses": rng.choice([None, [], {"k": None}, {"watermark-approval-1": {"action": 5}}]),
+        }
     elif mutation == 3:
-        params = {**params, "uri": rng.choice([None, "", "vidforge://videos/../../etc/passwd/final.mp4",
-                                              "vidforge://renders/x/watermark-preview.png", "file:///etc/passwd"])}
+        params = {
+            **params,
+            "uri": rng.choice(
+                [
+                    None,
+                    "",
+                    "vidforge://videos/../../etc/passwd/final.mp4",
+                    "vidforge://renders/x/watermark-preview.png",
+                    "file:///etc/passwd",
+                ]
+            ),
+        }
     elif mutation == 4:
         params = {**params, "notifications": rng.choice([None, 5, {"taskIds": "x"}, {"taskIds": [1, 2]}])}
-    body: object = {"jsonrpc": rng.choice(["2.0", "1.0", None, 2]), "id": rng.choice([1, "a", None, [], {}, 1.5]),
-                    "method": method, "params": params}
+    body: object = {
+        "jsonrpc": rng.choice(["2.0", "1.0", None, 2]),
+        "id": rng.choice([1, "a", None, [], {}, 1.5]),
+        "method": method,
+        "params": params,
+    }
     raw = json.dumps(body).encode()
     if mutation == 5:
         raw = raw[: rng.randint(0, len(raw))]

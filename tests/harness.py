@@ -140,7 +140,10 @@ class ServerProcess:
             if "vidforge MCP endpoint" not in self.log_path.read_text(errors="replace"):
                 return False
             try:
-                return httpx.get(f"{self.base}/healthz", timeout=5, headers=self.auth_headers()).status_code in (200, 401)
+                return httpx.get(f"{self.base}/healthz", timeout=5, headers=self.auth_headers()).status_code in (
+                    200,
+                    401,
+                )
             except httpx.HTTPError:
                 return False
 

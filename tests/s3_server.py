@@ -48,7 +48,9 @@ class S3Server:
             self.proc = subprocess.Popen(
                 [str(moto), "-H", "127.0.0.1", "-p", str(self.port)],
                 env={**os.environ, "MOTO_RECORDER_FILEPATH": str(self.recording)},
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
         def ready() -> bool:
@@ -70,9 +72,13 @@ class S3Server:
 
     def client(self):
         """boto3 against the server: the tests' own view of the bucket, independent of the code under test."""
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
-                            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"])
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
+        )
 
     def object_keys(self, prefix: str = "") -> list[str]:
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
@@ -102,6 +108,12 @@ class S3Server:
             entry = json.loads(line)
             body = entry.get("body") or ""
             size = len(base64.b64decode(body)) if entry.get("body_encoded") else len(body)
-            requests.append({"method": entry["method"], "url": entry["url"],
-                             "headers": {k.lower(): v for k, v in entry["headers"].items()}, "body_bytes": size})
+            requests.append(
+                {
+                    "method": entry["method"],
+                    "url": entry["url"],
+                    "headers": {k.lower(): v for k, v in entry["headers"].items()},
+                    "body_bytes": size,
+                }
+            )
         return requests

@@ -56,8 +56,12 @@ def cluster(s3_server):
 @pytest.fixture(scope="module")
 def server(cluster, s3_server, tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
-    env = {**cluster.env, "RAY_ADDRESS": cluster.address, "VIDFORGE_STATE_DIR": str(root / "state"),
-           "VIDFORGE_STORAGE_URL": f"s3://{s3_server.bucket}/{PREFIX}"}
+    env = {
+        **cluster.env,
+        "RAY_ADDRESS": cluster.address,
+        "VIDFORGE_STATE_DIR": str(root / "state"),
+        "VIDFORGE_STORAGE_URL": f"s3://{s3_server.bucket}/{PREFIX}",
+    }
     process = ServerProcess(root / "data", env=env)
     try:
         yield process.start()
@@ -136,8 +140,10 @@ def test_segments_run_on_both_worker_nodes_and_the_output_is_exact(cluster, serv
     assets = [key for key in s3_server.object_keys(f"{PREFIX}/assets/") if key.endswith("/meta.json")]
     assert assets, "no asset in the bucket"
     assert not [p for p in server.data_dir.rglob("*") if p.is_file()], "media on the server's disk"
-    print(f"\ncluster render: 3 nodes (head + {len(WORKERS)} x 1 CPU), segments on {ran_on}, "
-          f"{SECONDS:g} s 320x180 source -> 720p in {elapsed:.1f} s (upload to completed)")
+    print(
+        f"\ncluster render: 3 nodes (head + {len(WORKERS)} x 1 CPU), segments on {ran_on}, "
+        f"{SECONDS:g} s 320x180 source -> 720p in {elapsed:.1f} s (upload to completed)"
+    )
 
 
 def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, s3_server, media, tmp_path):
@@ -164,8 +170,10 @@ def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, s3_
     assert any(node == "worker2" for attempts in runs.values() for node, _ in attempts), runs
     assert all(("worker1", "FINISHED") in attempts for attempts in runs.values()), runs
     check_output(server, s3_server, task_id, reference, tmp_path)
-    print(f"\nnode loss: worker2 killed {killed_at - started:.1f} s into the render, which completed on worker1 "
-          f"{completed_at - killed_at:.1f} s later; segment attempts {list(runs.values())}")
+    print(
+        f"\nnode loss: worker2 killed {killed_at - started:.1f} s into the render, which completed on worker1 "
+        f"{completed_at - killed_at:.1f} s later; segment attempts {list(runs.values())}"
+    )
 
 
 def test_serve_config_deploys_vidforge_on_the_cluster(cluster, server, s3_server, tmp_path):
@@ -179,14 +187,25 @@ def test_serve_config_deploys_vidforge_on_the_cluster(cluster, server, s3_server
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"tok-deployed": "ops"}))
     config["applications"][0]["runtime_env"]["env_vars"].update(
-        VIDFORGE_STORAGE_URL=f"s3://{s3_server.bucket}/deployed", VIDFORGE_STATE_DIR=str(tmp_path / "state"),
-        VIDFORGE_DATA_DIR=str(tmp_path / "data"), VIDFORGE_TOKENS_FILE=str(tokens), VIDFORGE_NAMESPACE="deployed",
+        VIDFORGE_STORAGE_URL=f"s3://{s3_server.bucket}/deployed",
+        VIDFORGE_STATE_DIR=str(tmp_path / "state"),
+        VIDFORGE_DATA_DIR=str(tmp_path / "data"),
+        VIDFORGE_TOKENS_FILE=str(tokens),
+        VIDFORGE_NAMESPACE="deployed",
     )
     (tmp_path / "serve.yaml").write_text(yaml.safe_dump(config))
     deployed = subprocess.run(
-        [str(Path(sys.executable).with_name("serve")), "deploy", str(tmp_path / "serve.yaml"),
-         "-a", f"http://127.0.0.1:{cluster.dashboard_port}"],
-        env=cluster.env, capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).with_name("serve")),
+            "deploy",
+            str(tmp_path / "serve.yaml"),
+            "-a",
+            f"http://127.0.0.1:{cluster.dashboard_port}",
+        ],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert deployed.returncode == 0, deployed.stderr[-4000:]
 

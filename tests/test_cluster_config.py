@@ -110,8 +110,11 @@ def test_rayservice_manifest_has_what_kuberay_needs():
         assert group["template"]["spec"]["containers"][0]["image"]
     for group in groups:
         assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
-    gpu = [g["template"]["spec"]["containers"][0] for g in groups
-           if "nvidia.com/gpu" in g["template"]["spec"]["containers"][0]["resources"]["limits"]]
+    gpu = [
+        g["template"]["spec"]["containers"][0]
+        for g in groups
+        if "nvidia.com/gpu" in g["template"]["spec"]["containers"][0]["resources"]["limits"]
+    ]
     assert len(gpu) == 1 and len(groups) == 2  # a GPU worker group and a CPU one
     assert "video" in {e["name"]: e["value"] for e in gpu[0]["env"]}["NVIDIA_DRIVER_CAPABILITIES"]
 

@@ -91,10 +91,16 @@ def sdk_refused(url: str, headers: dict[str, str]) -> bool:
 
 def claude(args: list[str], home, cwd, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Claude Code's own CLI with a throwaway HOME: `claude mcp ...` needs neither network nor login."""
-    full_env = {"PATH": os.environ["PATH"], "HOME": str(home), "DISABLE_AUTOUPDATER": "1",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **(env or {})}
-    return subprocess.run([str(CLAUDE), *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=CLI_TIMEOUT_S)
+    full_env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **(env or {}),
+    }
+    return subprocess.run(
+        [str(CLAUDE), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S
+    )
 
 
 def test_mcp_json_block(server, tmp_path):
@@ -134,8 +140,11 @@ def test_claude_mcp_add_line(server, tmp_path):
         assert added.returncode == 0, added.stdout + added.stderr
         got = claude(["mcp", "get", "vidforge"], home, project)
         stored = json.loads((home / ".claude.json").read_text())["projects"][str(project)]["mcpServers"]["vidforge"]
-        assert stored == {"type": "http", "url": f"http://127.0.0.1:{server.port}/mcp",
-                          "headers": {"Authorization": f"Bearer {token}"}}
+        assert stored == {
+            "type": "http",
+            "url": f"http://127.0.0.1:{server.port}/mcp",
+            "headers": {"Authorization": f"Bearer {token}"},
+        }
         if token == TOKEN:
             assert "✔ Connected" in got.stdout, got.stdout
             # what Claude Code stored, used as-is by the official SDK client
@@ -149,8 +158,15 @@ def inspector(line: str, token: str, server, home) -> subprocess.CompletedProces
     argv = shlex.split(local(expand(line, {"VIDFORGE_TOKEN": token}), server))
     assert argv[:2] == ["npx", "@modelcontextprotocol/inspector"]
     env = {"PATH": f"{NODE22.parent}:{os.environ['PATH']}", "HOME": str(home), "MCP_INSPECTOR_SECRET_STORE": "memory"}
-    return subprocess.run([str(NODE22), str(INSPECTOR), *argv[2:], "--format", "json"], cwd=home, env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    return subprocess.run(
+        [str(NODE22), str(INSPECTOR), *argv[2:], "--format", "json"],
+        cwd=home,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
 
 
 def test_inspector_cli_line(server, tmp_path):

@@ -31,8 +31,15 @@ def server(tmp_path_factory):
 
 def run_example(server, token: str, *args: str, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
     env = {**os.environ, "VIDFORGE_URL": server.url, "VIDFORGE_TOKEN": token}
-    return subprocess.run([sys.executable, EXAMPLE, *args], cwd=REPO, env=env,
-                          stdin=stdin, capture_output=True, text=True, timeout=RENDER_DEADLINE_S)
+    return subprocess.run(
+        [sys.executable, EXAMPLE, *args],
+        cwd=REPO,
+        env=env,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=RENDER_DEADLINE_S,
+    )
 
 
 def test_render_with_sdk_example(server, tmp_path):

@@ -1,4 +1,4 @@
-"""Issue 8 item 9: 2 000 generated hostile requests over every route → no HTTP 5xx, schema-valid errors.
+"""Issue 8 item 9: 600 generated hostile requests over every route → no HTTP 5xx, schema-valid errors.
 
 `benchmarks/fuzz.py` runs the same property at 10 000+ requests and prints the figures.
 """
@@ -13,7 +13,8 @@ from tests.harness import PROTOCOL, ServerProcess, Wire
 pytestmark = pytest.mark.ray
 
 TOKENS = {"tok-fuzz": "fuzzer"}
-CI_EXAMPLES = 2000
+# /mcp is also fuzzed in-process by the fast lane (tests/test_fast_wire.py); this run proves the real server.
+CI_EXAMPLES = 600
 
 
 @pytest.fixture(scope="module")

@@ -22,15 +22,24 @@ def test_idempotency_key_replays_one_request_and_refuses_another(tmp_path):
         clip = make_clip(str(tmp_path / "long.mp4"), seconds=120.0, width=160, height=90)
         source, logo = upload(server, clip), upload(server, make_watermark_png(str(tmp_path / "logo.png")))
         tasks, fallback = Wire(server.url, tasks=True), Wire(server.url)
-        args = {"idempotency_key": "launch-1", "source_asset_uri": source, "output_format": "mp4",
-                "resolution": "720p", "watermark": {"image_asset_uri": logo}}
+        args = {
+            "idempotency_key": "launch-1",
+            "source_asset_uri": source,
+            "output_format": "mp4",
+            "resolution": "720p",
+            "watermark": {"image_asset_uri": logo},
+        }
         first = tasks.tool(RENDER, args)["taskId"]
         poll_task(tasks, first, lambda t: "Rendering" in t["statusMessage"] or t["status"] != "working")
 
         # The same request, spelled differently: keys reordered, the server's defaults written out.
-        same = {"watermark": {"opacity": 1.0, "position": "bottom_right", "image_asset_uri": logo},
-                "resolution": "720p", "output_format": "mp4", "source_asset_uri": source,
-                "idempotency_key": "launch-1"}
+        same = {
+            "watermark": {"opacity": 1.0, "position": "bottom_right", "image_asset_uri": logo},
+            "resolution": "720p",
+            "output_format": "mp4",
+            "source_asset_uri": source,
+            "idempotency_key": "launch-1",
+        }
         assert tasks.tool(RENDER, same)["taskId"] == first
 
         for wire in (tasks, fallback):

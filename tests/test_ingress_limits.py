@@ -78,7 +78,7 @@ class Listen:
     def next_message(self) -> dict:
         for line in self.lines:
             if line.startswith("data: "):
-                return json.loads(line[len("data: "):])
+                return json.loads(line[len("data: ") :])
         raise AssertionError("the stream ended without another message")
 
     def acked(self) -> bool:
@@ -322,8 +322,9 @@ def test_full_queue_answers_503_with_retry_after(small_server):
     results: dict[int, httpx.Response] = {}
 
     def probe(index: int) -> None:
-        results[index] = httpx.get(f"{small_server.base}/healthz", headers={"Authorization": "Bearer tok-bob"},
-                                   timeout=DEADLINE_S)
+        results[index] = httpx.get(
+            f"{small_server.base}/healthz", headers={"Authorization": "Bearer tok-bob"}, timeout=DEADLINE_S
+        )
 
     threads = [threading.Thread(target=probe, args=(i,)) for i in range(2)]
     try:

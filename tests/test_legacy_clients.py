@@ -46,9 +46,7 @@ def media(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def assets(server, media):
-    return {
-        (token, name): upload(server, media[name], token) for token in TOKENS for name in ("clip", "logo")
-    }
+    return {(token, name): upload(server, media[name], token) for token in TOKENS for name in ("clip", "logo")}
 
 
 def run_client(venv: str, script: str, *args: str) -> dict:
@@ -72,8 +70,12 @@ def modern_tools(server) -> list[dict]:
 
 def legacy_post(server, body, version: str | None, token="tok-wire", **headers) -> httpx.Response:
     """A POST as a 2025 client sends it: no `Mcp-Method`, and `MCP-Protocol-Version` only after initialize."""
-    sent = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-            "Authorization": f"Bearer {token}", **headers}
+    sent = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+        **headers,
+    }
     if version is not None:
         sent["MCP-Protocol-Version"] = version
     return httpx.post(server.url, content=json.dumps(body), headers=sent, timeout=60)
@@ -101,8 +103,11 @@ def error_of(response: httpx.Response, status: int, code: int) -> dict:
 
 
 def initialize(version: str, capabilities: dict | None = None) -> dict:
-    params = {"protocolVersion": version, "capabilities": capabilities or {},
-              "clientInfo": {"name": "raw-2025", "version": "1"}}
+    params = {
+        "protocolVersion": version,
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "raw-2025", "version": "1"},
+    }
     return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
 
 
@@ -142,8 +147,12 @@ def test_initialize_handshake_is_stateless(server, version):
 def test_discovery_is_the_same_surface_without_2026_fields(server, version):
     modern = Wire(server.url, token="tok-wire")
     try:
-        for method, params in [("tools/list", {}), ("resources/list", {}), ("resources/templates/list", {}),
-                               ("resources/read", {"uri": "vidforge://capabilities"})]:
+        for method, params in [
+            ("tools/list", {}),
+            ("resources/list", {}),
+            ("resources/templates/list", {}),
+            ("resources/read", {"uri": "vidforge://capabilities"}),
+        ]:
             legacy = legacy_result(legacy_post(server, request(method, params), version))
             current = modern.result(method, params, name=params.get("uri"))
             assert legacy == {k: v for k, v in current.items() if k not in MODERN_ONLY_KEYS | {"_meta"}}, method
@@ -154,8 +163,12 @@ def test_discovery_is_the_same_surface_without_2026_fields(server, version):
 @pytest.mark.parametrize("verb, version", [("GET", "2025-11-25"), ("GET", "2025-06-18"), ("DELETE", "2025-11-25")])
 def test_no_standalone_stream_and_no_session_to_delete(server, verb, version):
     """2025 streamable-http: GET MUST be an SSE stream or 405; DELETE MAY be 405. Both are 405 here."""
-    headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": version, "Authorization": "Bearer tok-wire",
-               "Mcp-Session-Id": "never-minted"}
+    headers = {
+        "Accept": "text/event-stream",
+        "MCP-Protocol-Version": version,
+        "Authorization": "Bearer tok-wire",
+        "Mcp-Session-Id": "never-minted",
+    }
     response = httpx.request(verb, server.url, headers=headers, timeout=30)
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
@@ -177,8 +190,9 @@ def test_headerless_request_without_2026_envelope_is_a_2025_request(server):
     assert len(tools["tools"]) == 5
 
 
-@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel", "subscriptions/listen",
-                                    "server/discover"])
+@pytest.mark.parametrize(
+    "method", ["tasks/get", "tasks/update", "tasks/cancel", "subscriptions/listen", "server/discover"]
+)
 def test_2026_only_methods_are_unknown_on_2025(server, method):
     params = {"taskId": "task_x", "inputResponses": {}, "notifications": {}}
     response = legacy_post(server, request(method, params), "2025-11-25", **{"Mcp-Name": "task_x"})
@@ -193,8 +207,12 @@ def test_2025_tasks_capability_still_gets_the_fallback(server, assets):
     legacy_result(legacy_post(server, initialize("2025-11-25", caps), version=None))
     # ... and even the 2026 capability key in `_meta`: only a 2026-07-28 request negotiates per request
     declared = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
-    params = {"name": "vidforge_render_video", "arguments": render_args(assets, "tok-wire"),
-              "task": {"ttl": 60000}, "_meta": declared}
+    params = {
+        "name": "vidforge_render_video",
+        "arguments": render_args(assets, "tok-wire"),
+        "task": {"ttl": 60000},
+        "_meta": declared,
+    }
     result = legacy_result(legacy_post(server, request("tools/call", params), "2025-11-25"))
     assert result["isError"] is False
     accepted = result["structuredContent"]
@@ -214,8 +232,12 @@ def test_mcp_name_absent_is_served_mismatched_is_refused(server, assets):
 
         def post(method: str, name: str | None, **params) -> httpx.Response:
             headers = wire.headers(method, name)
-            body = {"jsonrpc": "2.0", "id": 9, "method": method,
-                    "params": {"taskId": task_id, **params, "_meta": meta(tasks=True)}}
+            body = {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": method,
+                "params": {"taskId": task_id, **params, "_meta": meta(tasks=True)},
+            }
             return httpx.post(server.url, json=body, headers=headers, timeout=60)
 
         absent = post("tasks/get", None)
@@ -241,8 +263,17 @@ def test_mcp_name_absent_is_served_mismatched_is_refused(server, assets):
 def test_mcp1_client_renders_through_the_fallback(server, assets, tmp_path, version):
     video = tmp_path / "final.mp4"
     pin = [] if version == "2025-11-25" else ["--protocol-version", version]  # 2025-11-25: mcp 1.30's default
-    report = run_client("mcp1", "mcp1_render.py", server.url, "tok-mcp1", assets[("tok-mcp1", "clip")],
-                        assets[("tok-mcp1", "logo")], "approve", str(video), *pin)
+    report = run_client(
+        "mcp1",
+        "mcp1_render.py",
+        server.url,
+        "tok-mcp1",
+        assets[("tok-mcp1", "clip")],
+        assets[("tok-mcp1", "logo")],
+        "approve",
+        str(video),
+        *pin,
+    )
 
     assert report["initialize"]["protocolVersion"] == version
     posts = report["wire"]
@@ -268,9 +299,18 @@ def test_mcp1_client_renders_through_the_fallback(server, assets, tmp_path, vers
 
 
 def test_mcp1_client_cancels_through_the_fallback(server, assets, tmp_path):
-    report = run_client("mcp1", "mcp1_render.py", server.url, "tok-mcp1", assets[("tok-mcp1", "clip")],
-                        assets[("tok-mcp1", "logo")], "cancel", str(tmp_path / "unused.mp4"),
-                        "--protocol-version", "2025-06-18")
+    report = run_client(
+        "mcp1",
+        "mcp1_render.py",
+        server.url,
+        "tok-mcp1",
+        assets[("tok-mcp1", "clip")],
+        assets[("tok-mcp1", "logo")],
+        "cancel",
+        str(tmp_path / "unused.mp4"),
+        "--protocol-version",
+        "2025-06-18",
+    )
     assert report["initialize"]["protocolVersion"] == "2025-06-18"
     assert report["cancel"]["acknowledged"] is True and report["cancel"]["state"] in ("cancelling", "cancelled")
     assert report["final"]["state"] == "cancelled" and report["final"]["terminal"] is True
@@ -279,8 +319,15 @@ def test_mcp1_client_cancels_through_the_fallback(server, assets, tmp_path):
 
 @pytest.mark.parametrize("decision", ["approve", "reject"])
 def test_fastmcp_tasks_client_drives_the_native_task(server, assets, decision):
-    report = run_client("fastmcp-tasks", "fastmcp_tasks_render.py", server.url, "tok-fastmcp",
-                        assets[("tok-fastmcp", "clip")], assets[("tok-fastmcp", "logo")], decision)
+    report = run_client(
+        "fastmcp-tasks",
+        "fastmcp_tasks_render.py",
+        server.url,
+        "tok-fastmcp",
+        assets[("tok-fastmcp", "clip")],
+        assets[("tok-fastmcp", "logo")],
+        decision,
+    )
 
     assert report["created"]["resultType"] == "task" and report["created"]["status"] == "working"
     task_id = report["created"]["taskId"]

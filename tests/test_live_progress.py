@@ -24,9 +24,7 @@ ENCODING = re.compile(
     r"Rendering: (\d+)% \(frame (\d+)/(\d+)\), encoding at (\d+\.\d) fps \((\d+\.\d\d)x real time\), "
     r"about (\d+ s|\d+ min \d+ s|\d+ h \d\d min) left\."
 )
-WORKING = re.compile(
-    r"Rendering: (probing the source\.|\d+% \(frame \d+/\d+\), (encoding.*|muxing the output file)\.)"
-)
+WORKING = re.compile(r"Rendering: (probing the source\.|\d+% \(frame \d+/\d+\), (encoding.*|muxing the output file)\.)")
 
 
 @pytest.fixture(scope="module")
@@ -38,23 +36,28 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def source(server, tmp_path_factory):
-    clip = make_clip(str(tmp_path_factory.mktemp("live-media") / "720p.mp4"), seconds=20.0, width=1280,
-                     height=720, audio=True)
+    clip = make_clip(
+        str(tmp_path_factory.mktemp("live-media") / "720p.mp4"), seconds=20.0, width=1280, height=720, audio=True
+    )
     return upload(server, clip)
 
 
 def listen(server: ServerProcess, wire: Wire, task_id: str, seen: list[dict]) -> None:
     """Collect a `subscriptions/listen` stream for one task until its final result."""
     caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": PROTOCOL,
-                        "io.modelcontextprotocol/clientCapabilities": caps},
-              "notifications": {"taskIds": [task_id]}}
+    params = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        },
+        "notifications": {"taskIds": [task_id]},
+    }
     body = {"jsonrpc": "2.0", "id": "listen-live", "method": "subscriptions/listen", "params": params}
     with httpx.Client(timeout=RENDER_DEADLINE_S) as http:
         with http.stream("POST", server.url, json=body, headers=wire.headers("subscriptions/listen")) as response:
             for line in response.iter_lines():
                 if line.startswith("data: "):
-                    seen.append(json.loads(line[len("data: "):]))
+                    seen.append(json.loads(line[len("data: ") :]))
                     if "result" in seen[-1] or "error" in seen[-1]:
                         return
 
@@ -103,8 +106,11 @@ def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
 
     listener.join(RENDER_DEADLINE_S)
     assert not listener.is_alive() and "result" in notes[-1], notes[-3:]
-    shown = [(n["params"]["status"], n["params"].get("statusMessage")) for n in notes
-             if n.get("method") == "notifications/tasks"]
+    shown = [
+        (n["params"]["status"], n["params"].get("statusMessage"))
+        for n in notes
+        if n.get("method") == "notifications/tasks"
+    ]
     assert shown[-1][0] == "completed"
     assert all(a != b for a, b in zip(shown, shown[1:])), "a notification repeated what the last one said"
     live = {m for s, m in shown if s == "working" and ENCODING.fullmatch(m or "")}

@@ -92,7 +92,9 @@ def test_cacheable_results_carry_hints(wire):
 
 
 def test_tools_contract(wire):
-    contract = json.loads((REPO.parent / "shared/design/000_7c3b4fd17160ea82.txt").read_text().split("```json")[4].split("```")[0])
+    contract = json.loads(
+        (REPO.parent / "shared/design/000_7c3b4fd17160ea82.txt").read_text().split("```json")[4].split("```")[0]
+    )
     tools = wire.result("tools/list")["tools"]
     assert [t["name"] for t in tools] == TOOL_NAMES
     render = tools[0]
@@ -196,7 +198,9 @@ def test_header_rules(server):
 def test_unsupported_version(server):
     body = rpc("tools/list")
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "1900-01-01"
-    error = error_of(post(server, body, {"Mcp-Method": "tools/list", "MCP-Protocol-Version": "1900-01-01"}), 400, -32022)
+    error = error_of(
+        post(server, body, {"Mcp-Method": "tools/list", "MCP-Protocol-Version": "1900-01-01"}), 400, -32022
+    )
     assert error["data"] == {"supported": [PROTOCOL], "requested": "1900-01-01"}
 
 

@@ -142,7 +142,11 @@ def add_with_cli(server, path: str, **env: str) -> str:
     """`vidforge assets add` into the server's data dir, under other (higher) limits than the server's."""
     done = subprocess.run(
         [sys.executable, "-m", "serve_app.cli", "assets", "add", path, "--data-dir", str(server.data_dir)],
-        cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
@@ -165,7 +169,11 @@ def test_limits_are_refused_at_create_from_the_stored_facts(server, media):
     }
     refused = subprocess.run(  # the CLI holds an operator's own uploads to the limits in force for it
         [sys.executable, "-m", "serve_app.cli", "assets", "add", long_clip, "--data-dir", str(server.data_dir)],
-        cwd=REPO, env={**os.environ, **LIMITS}, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env={**os.environ, **LIMITS},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert refused.returncode == 2
     assert "over the 4 s limit (VIDFORGE_MAX_SOURCE_DURATION_S)" in refused.stderr
@@ -180,7 +188,8 @@ def test_a_render_held_past_the_time_limit_ends_as_render_timeout_without_files(
     logo = upload(server, make_watermark_png(str(media / "held-logo.png")))
     wire = Wire(server.url, tasks=True)
     task_id = wire.tool("vidforge_render_video", {**render_args(source), "watermark": {"image_asset_uri": logo}})[
-        "taskId"]
+        "taskId"
+    ]
     held = poll_task(wire, task_id, lambda t: t["status"] in ("input_required", *TERMINAL))
     assert held["status"] == "input_required", held  # waiting on an approval nobody gives
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
@@ -188,7 +197,9 @@ def test_a_render_held_past_the_time_limit_ends_as_render_timeout_without_files(
     error = done["result"]["structuredContent"]
     assert error["code"] == "render_timeout" and error["temporary"] is False and error["retry_after_ms"] is None
     assert error["details"] == {
-        "field": None, "reason": "the render took longer than the 30 s limit (VIDFORGE_RENDER_TIMEOUT_S)"}
+        "field": None,
+        "reason": "the render took longer than the 30 s limit (VIDFORGE_RENDER_TIMEOUT_S)",
+    }
     assert not (server.data_dir / "artifacts" / task_id).exists()  # the preview went with the render
 
 

@@ -96,8 +96,18 @@ def scenario_checks(results: Path) -> dict[str, list[dict]]:
 def test_conformance_suite(server, spec_version, tmp_path):
     baseline = BASELINES / f"conformance-baseline-{spec_version}.yml"
     proc = node(
-        str(CONFORMANCE), "server", "--url", server.url, "--suite", "all", "--spec-version", spec_version,
-        "--expected-failures", str(baseline), "--output-dir", str(tmp_path),
+        str(CONFORMANCE),
+        "server",
+        "--url",
+        server.url,
+        "--suite",
+        "all",
+        "--spec-version",
+        spec_version,
+        "--expected-failures",
+        str(baseline),
+        "--output-dir",
+        str(tmp_path),
         timeout=SUITE_DEADLINE_S,
     )
     checks = scenario_checks(tmp_path)

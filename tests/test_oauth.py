@@ -443,6 +443,10 @@ def test_key_rotation_needs_no_restart(server, issuer):
     issuer.published = [issuer.signing_kid]
     fresh = issuer.token(resource, sub="alice")
     # JWKS refetches for an unknown kid are rate-limited (JWKS_REFETCH_COOLDOWN_S), so allow for one wait.
-    wait_until(lambda: mcp_post(server, fresh).status_code == 200, timeout=90, interval=1.0,
-               message="a token signed with the rotated key to be accepted")
+    wait_until(
+        lambda: mcp_post(server, fresh).status_code == 200,
+        timeout=90,
+        interval=1.0,
+        message="a token signed with the rotated key to be accepted",
+    )
     assert Wire(server.url, token=fresh).result("tools/list")["tools"]

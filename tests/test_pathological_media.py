@@ -73,6 +73,7 @@ def test_watermark_on_a_two_pixel_wide_frame_stays_inside(tmp_path, position):
 
 def write_blank_png(path: str, width: int, height: int) -> str:
     """A real PNG of a blank RGBA picture, compressed row by row (never built in memory): 16k x 16k is ~1 MB."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -160,13 +161,15 @@ def test_each_limit_names_the_value(tmp_path):
     clip = make_clip(str(tmp_path / "clip.mp4"), seconds=2, width=320, height=180, fps=30, audio=False)
     assert probe(clip, MediaLimits(2.0, 320 * 180, 30, 60)).frame_count == 60  # exactly at every limit
     assert over("max_frame_pixels", clip, max_frame_pixels=320 * 180 - 1).reason == (
-        "frames are 320x180 = 57600 pixels, over the 57599-pixel limit")
+        "frames are 320x180 = 57600 pixels, over the 57599-pixel limit"
+    )
     assert over("max_frame_rate", clip, max_frame_rate=25).reason == "frame rate 30 fps is over the 25 fps limit"
     assert over("max_frames", clip, max_frames=59).reason == "more than 59 frames, over the 59-frame limit"
     assert over("max_duration_s", clip, max_duration_s=1.5).reason.startswith("duration ")
     timelapse = write_frames_at(str(tmp_path / "timelapse.mp4"), [0, 100_000, 200_000])  # 300 s of 3 frames
     assert over("max_duration_s", timelapse, max_duration_s=150).reason == (
-        "duration is at least 200 s, over the 150 s limit")  # stopped while reading, at the frame 200 s in
+        "duration is at least 200 s, over the 150 s limit"
+    )  # stopped while reading, at the frame 200 s in
     assert over("max_duration_s", timelapse, max_duration_s=250).reason == "duration 300 s is over the 250 s limit"
 
 
@@ -185,8 +188,16 @@ def test_limits_lowered_after_upload_apply_to_the_stored_facts(tmp_path):
     store = AssetStore(Config(data_dir=str(tmp_path / "data")))
     video = store.add_file(make_clip(str(tmp_path / "clip.mp4"), seconds=2, fps=30, audio=False), "alice")
     image = store.add_file(make_watermark_png(str(tmp_path / "wm.png"), 64, 32), "alice")
-    assert video.facts == {"kind": "video", "width": 320, "height": 180, "fps": 30.0, "frame_count": 60,
-                           "duration_s": 2.0, "video_codec": "h264", "audio_codec": None}
+    assert video.facts == {
+        "kind": "video",
+        "width": 320,
+        "height": 180,
+        "fps": 30.0,
+        "frame_count": 60,
+        "duration_s": 2.0,
+        "video_codec": "h264",
+        "audio_codec": None,
+    }
     assert store.resolve(video.uri, "alice", "source_asset_uri").facts == video.facts  # kept in meta.json
     check_stored_facts(MediaLimits(2.0, 320 * 180, 30, 60, 64 * 32), video.facts)
     check_stored_facts(MediaLimits(2.0, 320 * 180, 30, 60, 64 * 32), image.facts)

@@ -34,14 +34,22 @@ def test_encoding_message_carries_percent_frames_speed_eta_and_phase():
     "progress, message",
     [
         (RenderProgress("probing"), "Rendering: probing the source."),
-        (RenderProgress("rendering", 0, 600, source_fps=30.0),
-         "Rendering: 0% (frame 0/600), encoding; measuring speed."),
-        (RenderProgress("rendering", 599, 600, fps=40.0),  # no source rate known: no "x real time"
-         "Rendering: 99% (frame 599/600), encoding at 40.0 fps, about 1 s left."),
-        (RenderProgress("rendering", 600, 600, fps=40.0, source_fps=30.0),
-         "Rendering: 100% (frame 600/600), encoding done."),
-        (RenderProgress("muxing", 600, 600, source_fps=30.0),
-         "Rendering: 100% (frame 600/600), muxing the output file."),
+        (
+            RenderProgress("rendering", 0, 600, source_fps=30.0),
+            "Rendering: 0% (frame 0/600), encoding; measuring speed.",
+        ),
+        (
+            RenderProgress("rendering", 599, 600, fps=40.0),  # no source rate known: no "x real time"
+            "Rendering: 99% (frame 599/600), encoding at 40.0 fps, about 1 s left.",
+        ),
+        (
+            RenderProgress("rendering", 600, 600, fps=40.0, source_fps=30.0),
+            "Rendering: 100% (frame 600/600), encoding done.",
+        ),
+        (
+            RenderProgress("muxing", 600, 600, source_fps=30.0),
+            "Rendering: 100% (frame 600/600), muxing the output file.",
+        ),
     ],
 )
 def test_message_names_each_phase(progress, message):
@@ -54,8 +62,10 @@ def test_fraction_is_unknown_before_probing_and_never_above_one():
     assert RenderProgress("rendering", 1, 3).fraction == 0.3333
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (0.2, "1 s"), (59.5, "1 min 0 s"), (72, "1 min 12 s"),
-                                           (3599, "59 min 59 s"), (7500, "2 h 05 min")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(0, "0 s"), (0.2, "1 s"), (59.5, "1 min 0 s"), (72, "1 min 12 s"), (3599, "59 min 59 s"), (7500, "2 h 05 min")],
+)
 def test_eta_text_rounds_up(seconds, text):
     assert eta_text(seconds) == text
 
@@ -84,11 +94,21 @@ def test_record_fields_round_trip_through_the_registry_shape():
 
 def record(status="working", **fields):
     values = {
-        "task_id": "task_x", "principal": "alice", "status": status, "phase": "rendering",
-        "request": RenderRequest(source_asset_uri="vidforge://assets/a_1", output_format="mp4", resolution="720p",
-                                 watermark=Watermark(image_asset_uri="vidforge://assets/a_2")),
-        "status_message": "Render queued; encoding starts shortly.", "created_at_ms": 0, "last_updated_at_ms": 0,
-        "ttl_ms": 1, "poll_interval_ms": 500,
+        "task_id": "task_x",
+        "principal": "alice",
+        "status": status,
+        "phase": "rendering",
+        "request": RenderRequest(
+            source_asset_uri="vidforge://assets/a_1",
+            output_format="mp4",
+            resolution="720p",
+            watermark=Watermark(image_asset_uri="vidforge://assets/a_2"),
+        ),
+        "status_message": "Render queued; encoding starts shortly.",
+        "created_at_ms": 0,
+        "last_updated_at_ms": 0,
+        "ttl_ms": 1,
+        "poll_interval_ms": 500,
     }
     return TaskRecord.model_validate({**values, **fields})
 
@@ -99,13 +119,23 @@ def test_views_show_live_progress_on_both_surfaces():
     assert views.detailed_task(rec, caller, retention_s=1)["statusMessage"] == ENCODING.message()
     status = views.render_status(rec, retention_s=1)
     assert status["progress"] == ENCODING.fraction and status["status_message"] == ENCODING.message()
-    assert set(status) <= {"render_id", "state", "terminal", "poll_after_ms", "progress", "status_message",
-                           "expires_at", "terminal_states", "follow_up"}  # outputSchema: no extra properties
+    assert set(status) <= {
+        "render_id",
+        "state",
+        "terminal",
+        "poll_after_ms",
+        "progress",
+        "status_message",
+        "expires_at",
+        "terminal_states",
+        "follow_up",
+    }  # outputSchema: no extra properties
 
 
 def test_views_keep_the_contract_message_while_awaiting_approval():
     rec = record(
-        status="input_required", phase="awaiting_watermark_approval",
+        status="input_required",
+        phase="awaiting_watermark_approval",
         pending=PendingApproval(key="watermark-approval-1", deadline_ms=1_785_335_762_000, timeout_s=1800),
         **{k: v for k, v in ENCODING.fields().items() if k != "phase"},
     )

@@ -63,7 +63,11 @@ def create_behind_the_service(server: ServerProcess, principal: str, arguments: 
     env = {**server.env, "RAY_AUTH_MODE": server.env.get("RAY_AUTH_MODE", "token")}
     done = subprocess.run(
         [sys.executable, "-c", script, address, principal, json.dumps(arguments)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=180,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout.strip().splitlines()[-1]

@@ -168,8 +168,9 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
             if report.phase == "rendering" and 0 < report.frames_done < report.frames_total:
                 open(seen_mid, "w").close()
 
-    monkeypatch.setattr(render_driver, "segment_task",
-                        ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(pauses_midway))
+    monkeypatch.setattr(
+        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(pauses_midway)
+    )
     job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=1)
     hooks = Watching()
     stats = render(job, hooks)
@@ -183,6 +184,7 @@ def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_pa
 
     def dies_midway_on_first_attempt(source_path, segment, spec, info, tally):
         if segment.index == 1 and not os.path.exists(marker):
+
             def die_at_half(frames_done):
                 if frames_done == segment.frame_count // 2:
                     ray.get(tally.report(segment.index, frames_done))  # these frames surely counted
@@ -281,8 +283,9 @@ def test_renders_share_the_cpus_fairly_and_plan_for_the_free_ones(cluster, media
                 time.sleep(0.05)
         return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
 
-    monkeypatch.setattr(render_driver, "segment_task",
-                        ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(waits_for_the_gate))
+    monkeypatch.setattr(
+        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(waits_for_the_gate)
+    )
     pool = render_driver.RenderPool()
 
     class Queued(Hooks):

@@ -64,8 +64,16 @@ def vfr_clip(media_dir):
 @pytest.fixture(scope="module")
 def webm_clip(media_dir):
     """VP9 + Opus in WebM, keyframes every half second."""
-    return make_clip(str(media_dir / "src.webm"), seconds=2.0, width=160, height=90, fps=FPS, gop=5,
-                     codec="libvpx-vp9", container="webm")
+    return make_clip(
+        str(media_dir / "src.webm"),
+        seconds=2.0,
+        width=160,
+        height=90,
+        fps=FPS,
+        gop=5,
+        codec="libvpx-vp9",
+        container="webm",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +181,17 @@ def test_probe_image(red_png, clip, media_dir):
 
 
 def hand_info(duration_s: float, fps: float, keyframe_times: tuple[float, ...]) -> SourceInfo:
-    return SourceInfo(path="x.mp4", duration_s=duration_s, fps=fps, frame_count=round(duration_s * fps),
-                      width=1920, height=1080, video_codec="h264", keyframe_times=keyframe_times, audio=None)
+    return SourceInfo(
+        path="x.mp4",
+        duration_s=duration_s,
+        fps=fps,
+        frame_count=round(duration_s * fps),
+        width=1920,
+        height=1080,
+        video_codec="h264",
+        keyframe_times=keyframe_times,
+        audio=None,
+    )
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 5, 8, 64])
@@ -301,8 +318,15 @@ def test_encode_segment_reports_every_frame_from_inside_the_loop(clip):
 # --- full renders --------------------------------------------------------------------------------------
 
 
-def check_output(path: str, codec: str, audio_codec: str | None, frames: int, fps: float, keyframes_at=(),
-                 duration_s: float | None = None):
+def check_output(
+    path: str,
+    codec: str,
+    audio_codec: str | None,
+    frames: int,
+    fps: float,
+    keyframes_at=(),
+    duration_s: float | None = None,
+):
     """Decode `path` fully and check codecs, size, frame count, constant-rate timestamps and duration."""
     decoded = decode_all(path)
     assert (decoded.video_codec, decoded.audio_codec) == (codec, audio_codec)
@@ -317,8 +341,11 @@ def check_output(path: str, codec: str, audio_codec: str | None, frames: int, fp
 
 @pytest.mark.parametrize(
     ("output_format", "codec", "audio_codec", "container"),
-    [("mp4", "h264", "aac", "mov,mp4,m4a,3gp,3g2,mj2"), ("mov", "h264", "aac", "mov,mp4,m4a,3gp,3g2,mj2"),
-     ("webm", "vp9", "opus", "matroska,webm")],
+    [
+        ("mp4", "h264", "aac", "mov,mp4,m4a,3gp,3g2,mj2"),
+        ("mov", "h264", "aac", "mov,mp4,m4a,3gp,3g2,mj2"),
+        ("webm", "vp9", "opus", "matroska,webm"),
+    ],
 )
 def test_render_each_container(clip, media_dir, mp4_renders, output_format, codec, audio_codec, container):
     if output_format == "mp4":
@@ -422,10 +449,20 @@ def watermark_box(position: str) -> tuple[int, int, int, int]:
     h = round(OUT_H * WATERMARK_HEIGHT / 2) * 2
     w = round(h * 2 / 2) * 2
     m = round(OUT_H * WATERMARK_MARGIN / 2) * 2
-    x = {"top_left": m, "bottom_left": m, "top_right": OUT_W - w - m, "bottom_right": OUT_W - w - m,
-         "center": (OUT_W - w) // 4 * 2}[position]  # offsets are even (4:2:0 chroma)
-    y = {"top_left": m, "top_right": m, "bottom_left": OUT_H - h - m, "bottom_right": OUT_H - h - m,
-         "center": (OUT_H - h) // 4 * 2}[position]
+    x = {
+        "top_left": m,
+        "bottom_left": m,
+        "top_right": OUT_W - w - m,
+        "bottom_right": OUT_W - w - m,
+        "center": (OUT_W - w) // 4 * 2,
+    }[position]  # offsets are even (4:2:0 chroma)
+    y = {
+        "top_left": m,
+        "top_right": m,
+        "bottom_left": OUT_H - h - m,
+        "bottom_right": OUT_H - h - m,
+        "center": (OUT_H - h) // 4 * 2,
+    }[position]
     return x, y, w, h
 
 

@@ -27,8 +27,13 @@ DEADLINE_S = 240
 
 def post_asset(server: ServerProcess, path: str) -> httpx.Response:
     with open(path, "rb") as fh:
-        return httpx.post(f"{server.base}/assets", params={"filename": os.path.basename(path)}, content=fh.read(),
-                          headers={"Authorization": "Bearer tok-a"}, timeout=120)
+        return httpx.post(
+            f"{server.base}/assets",
+            params={"filename": os.path.basename(path)},
+            content=fh.read(),
+            headers={"Authorization": "Bearer tok-a"},
+            timeout=120,
+        )
 
 
 def media_files(data_dir) -> list[str]:
@@ -75,9 +80,14 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
 
         wire = Wire(server.url, token="tok-a", tasks=True, elicitation=True)
         arguments = {
-            "source_asset_uri": f"vidforge://assets/{uploaded[clip]}", "output_format": "mp4", "resolution": "720p",
-            "watermark": {"image_asset_uri": f"vidforge://assets/{uploaded[logo]}", "position": "bottom_right",
-                          "opacity": 0.6},
+            "source_asset_uri": f"vidforge://assets/{uploaded[clip]}",
+            "output_format": "mp4",
+            "resolution": "720p",
+            "watermark": {
+                "image_asset_uri": f"vidforge://assets/{uploaded[logo]}",
+                "position": "bottom_right",
+                "opacity": 0.6,
+            },
         }
         created = wire.tool("vidforge_render_video", arguments)
         task_id = created["taskId"]
@@ -87,7 +97,7 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         preview = wire.result("resources/read", {"uri": preview_uri}, name=preview_uri)
         preview_key = f"{PREFIX}/artifacts/{task_id}/watermark-preview.png"
         assert base64.b64decode(preview["contents"][0]["blob"]) == s3_server.get(preview_key)
-        (key, _), = waiting["inputRequests"].items()
+        ((key, _),) = waiting["inputRequests"].items()
         wire.task("tasks/update", task_id, inputResponses={key: {"action": "accept", "content": {"approved": True}}})
         done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
         assert done["status"] == "completed" and done["result"]["isError"] is False, done
@@ -126,11 +136,17 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         meta = json.loads(s3_server.get(meta_key))
         meta["created_at"] -= 30 * 86_400
         s3_server.put(meta_key, json.dumps(meta).encode())
-        wait_until(lambda: not s3_server.object_keys(f"{PREFIX}/assets/{uploaded[logo]}/"), DEADLINE_S,
-                   message="the expired asset to leave the bucket")
+        wait_until(
+            lambda: not s3_server.object_keys(f"{PREFIX}/assets/{uploaded[logo]}/"),
+            DEADLINE_S,
+            message="the expired asset to leave the bucket",
+        )
         assert s3_server.object_keys(f"{PREFIX}/assets/{uploaded[clip]}/")  # not expired
-        wait_until(lambda: not s3_server.object_keys(f"{PREFIX}/artifacts/"), DEADLINE_S,
-                   message="the expired render's files to leave the bucket")
+        wait_until(
+            lambda: not s3_server.object_keys(f"{PREFIX}/artifacts/"),
+            DEADLINE_S,
+            message="the expired render's files to leave the bucket",
+        )
         assert "result" not in wire.task("tasks/get", task_id)  # the record went with them
         assert httpx.get(url, headers=auth, timeout=60).status_code == 404
         assert media_files(data_dir) == []

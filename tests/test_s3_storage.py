@@ -61,7 +61,7 @@ def test_a_large_file_goes_up_in_parts_and_comes_back_by_ranges(store, s3_server
     finally:
         s3_server.record(False)
 
-    assert middle == data[s3_backend.PART_BYTES + 100: s3_backend.PART_BYTES + 1100]
+    assert middle == data[s3_backend.PART_BYTES + 100 : s3_backend.PART_BYTES + 1100]
     assert s3_server.get("unit/big/file.bin") == data
     parts = [r for r in requests if r["method"] == "PUT" and "partNumber=" in r["url"]]
     assert [r for r in requests if r["method"] == "POST" and "?uploads" in r["url"]], "no multipart upload"
@@ -140,4 +140,4 @@ def test_a_streamed_write_stores_the_chunks_and_an_aborted_one_leaves_nothing(st
     async def read(start: int, end: int) -> bytes:
         return b"".join([part async for part in store.read_stream("up/whole", start, end)])
 
-    assert asyncio.run(read(len(chunk) - 10, len(chunk) + 10)) == (chunk * 2)[len(chunk) - 10: len(chunk) + 10]
+    assert asyncio.run(read(len(chunk) - 10, len(chunk) + 10)) == (chunk * 2)[len(chunk) - 10 : len(chunk) + 10]

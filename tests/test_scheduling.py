@@ -65,8 +65,17 @@ def test_removing_a_render_keeps_the_others_in_place():
 
 def source(duration_s: float, fps: float, keyframe_every_s: float, width: int = 3840, height: int = 2160) -> SourceInfo:
     times = tuple(i * keyframe_every_s for i in range(int(duration_s / keyframe_every_s)))
-    return SourceInfo(path="x.mp4", duration_s=duration_s, fps=fps, frame_count=round(duration_s * fps),
-                      width=width, height=height, video_codec="h264", keyframe_times=times, audio=None)
+    return SourceInfo(
+        path="x.mp4",
+        duration_s=duration_s,
+        fps=fps,
+        frame_count=round(duration_s * fps),
+        width=width,
+        height=height,
+        video_codec="h264",
+        keyframe_times=times,
+        audio=None,
+    )
 
 
 @pytest.mark.parametrize("seconds", [30, 60, 120, 600])

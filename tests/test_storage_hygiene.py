@@ -147,8 +147,7 @@ def _seed_registry(data_dir, old: int) -> tuple[list[str], str]:
             video = data_dir / "artifacts" / task_id / "final.mp4"
             video.parent.mkdir(parents=True)
             video.write_bytes(b"\x00" * 64)
-            artifact = Artifact(ext="mp4", size_bytes=64, duration_s=1.0,
-                                finished_at_ms=int(clock["now"] * 1000))
+            artifact = Artifact(ext="mp4", size_bytes=64, duration_s=1.0, finished_at_ms=int(clock["now"] * 1000))
             await registry.finish(task_id, Succeeded(artifact=artifact))
             return task_id
 
@@ -180,8 +179,11 @@ def test_start_removes_crash_leftovers_and_the_sweep_deletes_in_batches_while_ta
     for path in leftovers:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"partial")
-    kept = [assets / stored.asset_id / "blob", assets / stored.asset_id / "meta.json",
-            artifacts / recent_id / "final.mp4"]
+    kept = [
+        assets / stored.asset_id / "blob",
+        assets / stored.asset_id / "meta.json",
+        artifacts / recent_id / "final.mp4",
+    ]
 
     env = {"VIDFORGE_SWEEP_BATCH": str(batch), "VIDFORGE_SWEEP_INTERVAL_S": "0.5"}
     server = ServerProcess(data_dir, env=env, tokens=TOKENS).start()
@@ -206,8 +208,9 @@ def test_start_removes_crash_leftovers_and_the_sweep_deletes_in_batches_while_ta
         assert answers >= 1
         for task_id in old_ids[:: batch // 2]:
             assert "result" not in wire.task("tasks/get", task_id)  # the records went with the files
-        download = httpx.get(f"{server.base}/artifacts/{recent_id}/final.mp4",
-                             headers={"Authorization": "Bearer tok-a"})
+        download = httpx.get(
+            f"{server.base}/artifacts/{recent_id}/final.mp4", headers={"Authorization": "Bearer tok-a"}
+        )
         assert download.status_code == 200 and download.content == b"\x00" * 64
         assert (assets / stored.asset_id / "meta.json").exists()
     finally:
@@ -253,9 +256,22 @@ def _on_small_disks(server: ServerProcess, sizes: dict[str, str]) -> None:
 def _files_in_namespace(server: ServerProcess, folder: str) -> list[str]:
     """What the server itself sees under `folder` (its tmpfs is visible only inside its namespace)."""
     out = subprocess.run(
-        ["nsenter", "-t", str(server.proc.pid), "-U", "-m", "--preserve-credentials",
-         "find", str(server.data_dir / folder), "-mindepth", "1"],
-        capture_output=True, text=True, check=True, timeout=60,
+        [
+            "nsenter",
+            "-t",
+            str(server.proc.pid),
+            "-U",
+            "-m",
+            "--preserve-credentials",
+            "find",
+            str(server.data_dir / folder),
+            "-mindepth",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     return out.stdout.split()
 

@@ -105,16 +105,22 @@ def test_task_path_with_elicitation_approve(server, assets, media, tmp_path):
     assert immediately["taskId"] == task_id
     waiting = poll_task(wire, task_id, lambda t: t["status"] == "input_required")
     assert waiting["pollIntervalMs"] == 1500  # ×3 while awaiting approval
-    (key, request), = waiting["inputRequests"].items()
+    ((key, request),) = waiting["inputRequests"].items()
     assert key == "watermark-approval-1"
     assert request["method"] == "elicitation/create" and request["params"]["mode"] == "form"
     assert f"vidforge://renders/{task_id}/watermark-preview.png" in waiting["statusMessage"]
-    preview = wire.result("resources/read", {"uri": f"vidforge://renders/{task_id}/watermark-preview.png"},
-                          name=f"vidforge://renders/{task_id}/watermark-preview.png")
+    preview = wire.result(
+        "resources/read",
+        {"uri": f"vidforge://renders/{task_id}/watermark-preview.png"},
+        name=f"vidforge://renders/{task_id}/watermark-preview.png",
+    )
     assert base64.b64decode(preview["contents"][0]["blob"]).startswith(b"\x89PNG")
     # responses to keys that are not outstanding are ignored (ext-tasks SHOULD), with the same empty ack
-    stray = wire.task("tasks/update", task_id, inputResponses={"watermark-approval-9": {"action": "accept",
-                                                                                      "content": {"approved": False}}})
+    stray = wire.task(
+        "tasks/update",
+        task_id,
+        inputResponses={"watermark-approval-9": {"action": "accept", "content": {"approved": False}}},
+    )
     assert stray["result"]["resultType"] == "complete"
     assert wire.task("tasks/get", task_id)["result"]["status"] == "input_required"
     ack = wire.task("tasks/update", task_id, inputResponses={key: {"action": "accept", "content": {"approved": True}}})
@@ -153,8 +159,11 @@ def test_reject_then_first_repair(server, assets):
     task_id = wire.tool("vidforge_render_video", args)["taskId"]
     waiting = poll_task(wire, task_id, lambda t: t["status"] == "input_required")
     key = next(iter(waiting["inputRequests"]))
-    wire.task("tasks/update", task_id,
-              inputResponses={key: {"action": "accept", "content": {"approved": False, "note": "logo too large"}}})
+    wire.task(
+        "tasks/update",
+        task_id,
+        inputResponses={key: {"action": "accept", "content": {"approved": False, "note": "logo too large"}}},
+    )
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
     assert done["status"] == "completed" and done["result"]["isError"] is True
     envelope = done["result"]["structuredContent"]
@@ -198,8 +207,11 @@ def test_fallback_without_tasks_to_completion(server, assets, media, tmp_path):
     assert accepted["resultType"] == "complete" and accepted["isError"] is False
     sc = accepted["structuredContent"]
     assert sc["status"] == "accepted" and sc["state"] in ("queued", "rendering")
-    assert sc["follow_up"] == {"next_step": "poll_render_status", "tool": "vidforge_get_render_status",
-                               "arguments": {"render_id": sc["render_id"]}}
+    assert sc["follow_up"] == {
+        "next_step": "poll_render_status",
+        "tool": "vidforge_get_render_status",
+        "arguments": {"render_id": sc["render_id"]},
+    }
     render_id = sc["render_id"]
     # without the extension the task methods are off limits (-32021), the tools are not
     error = wire.task("tasks/get", render_id)["error"]
@@ -213,7 +225,9 @@ def test_fallback_without_tasks_to_completion(server, assets, media, tmp_path):
     done = poll_status(wire, render_id, lambda s: s["terminal"])
     assert done["state"] == "succeeded" and done["progress"] == 1.0
     assert done["video_uri"] == f"vidforge://videos/{render_id}/final.mov"
-    response = httpx.get(f"{server.base}/artifacts/{render_id}/final.mov", headers={"Authorization": "Bearer tok-alice"})
+    response = httpx.get(
+        f"{server.base}/artifacts/{render_id}/final.mov", headers={"Authorization": "Bearer tok-alice"}
+    )
     out = tmp_path / "final.mov"
     out.write_bytes(response.content)
     assert_watermarked_video(str(out), "mov", decode_all(media["clip"]).frame_count, watermark=True)
@@ -222,7 +236,9 @@ def test_fallback_without_tasks_to_completion(server, assets, media, tmp_path):
 def test_cancel_during_rendering_and_during_approval(server, assets):
     wire = client(server)
     running = wire.tool("vidforge_render_video", render_args(assets, source="long", watermark=False))["taskId"]
-    mid_way = poll_task(wire, running, lambda t: t["status"] == "working" and "(frame " in t["statusMessage"], timeout=120)
+    mid_way = poll_task(
+        wire, running, lambda t: t["status"] == "working" and "(frame " in t["statusMessage"], timeout=120
+    )
     assert "(frame 3600/3600)" not in mid_way["statusMessage"]  # caught while encoding, not at the end
     assert wire.task("tasks/cancel", running)["result"]["resultType"] == "complete"
     assert poll_task(wire, running, lambda t: t["status"] in TERMINAL)["status"] == "cancelled"
@@ -251,7 +267,9 @@ def test_idempotent_replay_and_principal_scoping(server, assets):
     # bob sees alice's task exactly like an unknown one, on every surface
     foreign, unknown = bob.task("tasks/get", first)["error"], bob.task("tasks/get", "task_" + "z" * 27)["error"]
     assert foreign == unknown and foreign["code"] == -32602
-    assert bob.tool("vidforge_get_render_status", {"render_id": first})["structuredContent"]["code"] == "render_not_found"
+    assert (
+        bob.tool("vidforge_get_render_status", {"render_id": first})["structuredContent"]["code"] == "render_not_found"
+    )
     assert bob.tool("vidforge_cancel_render", {"render_id": first})["structuredContent"]["code"] == "render_not_found"
     stolen = render_args(assets, who="bob", watermark=False, source_asset_uri=assets[("alice", "clip")])
     assert bob.tool("vidforge_render_video", stolen)["structuredContent"]["code"] == "source_not_found"
@@ -275,8 +293,9 @@ def test_bad_sources_end_in_contract_errors(server, assets, media):
     err = wire.tool("vidforge_render_video", clip_as_watermark)["structuredContent"]
     assert err["code"] == "unsupported_codec" and err["details"]["field"] == "watermark.image_asset_uri"
     for data in (b"", os.urandom(4096)):
-        response = httpx.post(f"{server.base}/assets", content=data, headers={"Authorization": "Bearer tok-alice"},
-                              timeout=120)  # the isolated parse starts a worker: seconds on a loaded machine
+        response = httpx.post(
+            f"{server.base}/assets", content=data, headers={"Authorization": "Bearer tok-alice"}, timeout=120
+        )  # the isolated parse starts a worker: seconds on a loaded machine
         assert response.status_code == 415
         assert response.json()["error"]["code"] == "unsupported_codec"
 
@@ -284,15 +303,19 @@ def test_bad_sources_end_in_contract_errors(server, assets, media):
 def read_sse(response: httpx.Response):
     for line in response.iter_lines():
         if line.startswith("data: "):
-            yield json.loads(line[len("data: "):])
+            yield json.loads(line[len("data: ") :])
 
 
 def test_subscriptions_listen_notifies_status_changes(server, assets):
     wire = client(server)
     task_id = wire.tool("vidforge_render_video", render_args(assets))["taskId"]
-    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": PROTOCOL,
-                        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}},
-              "notifications": {"taskIds": [task_id, "task_unknown"]}}
+    params = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        },
+        "notifications": {"taskIds": [task_id, "task_unknown"]},
+    }
     body = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params}
     seen = []
     with httpx.Client(timeout=RENDER_DEADLINE_S) as http:
@@ -337,8 +360,11 @@ def test_forced_error_per_tool(server):
     wire = client(server)
     keys = {"code", "message", "details", "temporary", "retry_after_ms", "repair", "request_id", "fingerprint"}
     forced = {
-        "vidforge_render_video": {"source_asset_uri": "vidforge://assets/a_0000000000000000", "output_format": "mp4",
-                                  "resolution": "720p"},
+        "vidforge_render_video": {
+            "source_asset_uri": "vidforge://assets/a_0000000000000000",
+            "output_format": "mp4",
+            "resolution": "720p",
+        },
         "vidforge_get_render_status": {"render_id": "task_missing"},
         "vidforge_approve_watermark": {"render_id": "task_missing", "approved": True},
         "vidforge_cancel_render": {"render_id": "task_missing"},
@@ -381,8 +407,12 @@ def short_server(tmp_path_factory):
 def test_approval_timeout_quota_and_task_expiry(short_server, media):
     clip, logo = upload(short_server, media["clip"], "tok-alice"), upload(short_server, media["logo"], "tok-alice")
     wire = client(short_server)
-    args = {"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p",
-            "watermark": {"image_asset_uri": logo}}
+    args = {
+        "source_asset_uri": clip,
+        "output_format": "mp4",
+        "resolution": "720p",
+        "watermark": {"image_asset_uri": logo},
+    }
     task_id = wire.tool("vidforge_render_video", args)["taskId"]
     # quota: one concurrent render per principal on this server
     over = wire.tool("vidforge_render_video", args)
@@ -393,6 +423,7 @@ def test_approval_timeout_quota_and_task_expiry(short_server, media):
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL, timeout=120)
     assert done["status"] == "completed" and done["result"]["structuredContent"]["code"] == "watermark_approval_timeout"
     assert done["result"]["structuredContent"]["repair"]["arguments"]["watermark"]["position"] == "bottom_right"
+
     # after ttlMs: task_expired on tasks/*, while the status tool keeps answering
     def expired():
         body = wire.task("tasks/get", task_id)
@@ -402,21 +433,29 @@ def test_approval_timeout_quota_and_task_expiry(short_server, media):
     assert error["code"] == -32602
     data = error["data"]
     assert data["machine_code"] == "task_expired" and data["details"]["value"] == task_id
-    assert data["repair"] == {"next_step": "check_render_status", "tool": "vidforge_get_render_status",
-                              "arguments": {"render_id": task_id},
-                              "alternative": f"If the render completed, read vidforge://videos/{task_id}/final.mp4 directly."}
+    assert data["repair"] == {
+        "next_step": "check_render_status",
+        "tool": "vidforge_get_render_status",
+        "arguments": {"render_id": task_id},
+        "alternative": f"If the render completed, read vidforge://videos/{task_id}/final.mp4 directly.",
+    }
     status = wire.tool("vidforge_get_render_status", {"render_id": task_id})["structuredContent"]
     assert status["state"] == "failed" and status["error"]["code"] == "watermark_approval_timeout"
 
 
 def test_limits_isolation_and_download_fallback(short_server, media):
     clip = upload(short_server, media["clip"], "tok-alice")
-    too_big = httpx.post(f"{short_server.base}/assets", content=os.urandom(3_500_000),
-                         headers={"Authorization": "Bearer tok-alice"}, timeout=120)
+    too_big = httpx.post(
+        f"{short_server.base}/assets",
+        content=os.urandom(3_500_000),
+        headers={"Authorization": "Bearer tok-alice"},
+        timeout=120,
+    )
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "asset_too_large"
     wire = client(short_server)
-    task_id = wire.tool("vidforge_render_video", {"source_asset_uri": clip, "output_format": "mp4",
-                                                   "resolution": "720p"})["taskId"]
+    task_id = wire.tool(
+        "vidforge_render_video", {"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p"}
+    )["taskId"]
     assert poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)["status"] == "completed"
     uri = f"vidforge://videos/{task_id}/final.mp4"
     error = wire.call("resources/read", {"uri": uri}, name=uri)["error"]
@@ -435,4 +474,3 @@ def test_limits_isolation_and_download_fallback(short_server, media):
     # subscribing to tasks needs the extension on that request
     listen = client(short_server, tasks=False).call("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
     assert listen["error"]["code"] == -32021
-

@@ -39,9 +39,9 @@ QUIET = {"sweep_interval_s": 3600}
 def settings(tmp_path, **config) -> Config:
     return Config(data_dir=str(tmp_path), **{**QUIET, **config})
 
+
 REQUEST = RenderRequest(source_asset_uri="vidforge://assets/a_1", output_format="mp4", resolution="720p")
-ARTIFACT = Artifact(ext="mp4", size_bytes=10, duration_s=1.0,
-                    finished_at_ms=int(T0 * 1000))
+ARTIFACT = Artifact(ext="mp4", size_bytes=10, duration_s=1.0, finished_at_ms=int(T0 * 1000))
 DONE = Succeeded(artifact=ARTIFACT)
 TERMINAL_END = {"completed": DONE, "cancelled": Cancelled()}
 PENDING_INPUT = {
@@ -226,6 +226,7 @@ def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
 )
 def test_terminal_end_rule(tmp_path, status, payload):
     """A completed task carries how it ended; only a cancelled one ends cancelled."""
+
     async def scenario():
         reg = make(tmp_path)
         task_id = (await new_task(reg)).task_id
@@ -308,8 +309,13 @@ def test_idempotent_replay_is_not_blocked_by_the_quota(tmp_path):
 def test_idempotency_key_with_other_arguments_is_a_conflict_naming_the_original(tmp_path):
     async def scenario():
         reg = make(tmp_path, max_concurrent_renders=1)
-        args = {"source_asset_uri": "vidforge://assets/a_1", "output_format": "mp4", "resolution": "720p",
-                "watermark": {"image_asset_uri": "vidforge://assets/a_2"}, "idempotency_key": "launch"}
+        args = {
+            "source_asset_uri": "vidforge://assets/a_1",
+            "output_format": "mp4",
+            "resolution": "720p",
+            "watermark": {"image_asset_uri": "vidforge://assets/a_2"},
+            "idempotency_key": "launch",
+        }
         first = (await reg.create("alice", RenderRequest.model_validate(args))).task
         # The same request: key order does not matter, nor a default spelled out.
         spelled = {**args, "watermark": {"opacity": 1, "image_asset_uri": "vidforge://assets/a_2"}}
@@ -382,8 +388,12 @@ def test_quota_retry_after_is_at_least_one_second(tmp_path):
 
 def test_errors_survive_pickling():
     """Ray pickles exceptions raised in an actor; the attributes must come back."""
-    errors = (QuotaExceeded(1500, 4, 4), InvalidTransition("t", "completed", "working"), TaskNotFound("t"),
-              IdempotencyConflict("t"))
+    errors = (
+        QuotaExceeded(1500, 4, 4),
+        InvalidTransition("t", "completed", "working"),
+        TaskNotFound("t"),
+        IdempotencyConflict("t"),
+    )
     for error in errors:
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and copy.__dict__ == error.__dict__ and str(copy) == str(error)
@@ -562,6 +572,7 @@ def test_artifact_is_published_only_with_a_completed_task(tmp_path):
 def test_a_requested_cancel_wins_over_any_completion(tmp_path):
     """A cancel acknowledged while the driver finishes (records its artifact and result) is applied: the
     completion is discarded (None: the driver deletes its file), the task ends cancelled, the quota is free."""
+
     async def scenario():
         reg = make(tmp_path, max_concurrent_renders=1)
         task_id = (await new_task(reg)).task_id
@@ -649,8 +660,7 @@ def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
         video.write_bytes(b"\x00" * 10)
         preview.write_bytes(b"\x89PNG")
         expires_at_ms = int((clock() + 7 * DAY_S) * 1000)
-        artifact = Artifact(ext="mp4", size_bytes=10,
-                            duration_s=1.0, finished_at_ms=int(clock() * 1000))
+        artifact = Artifact(ext="mp4", size_bytes=10, duration_s=1.0, finished_at_ms=int(clock() * 1000))
         await reg.finish(task_id, Succeeded(artifact=artifact))
 
         clock.advance(DAY_S + 1)  # past ttl_ms: the record stays for the fallback status tool
@@ -688,9 +698,7 @@ def test_watch_returns_at_once_when_already_newer_and_times_out_otherwise(tmp_pa
     async def scenario():
         reg = make(tmp_path)
         mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
-        assert [t.task_id for t in await reg.watch("alice", [mine.task_id], {}, timeout_s=30)] == [
-            mine.task_id
-        ]
+        assert [t.task_id for t in await reg.watch("alice", [mine.task_id], {}, timeout_s=30)] == [mine.task_id]
         ids = [mine.task_id, theirs.task_id, "task_doesnotexist"]
         assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
         await reg.set_progress(theirs.task_id, 1, 10)  # a foreign change never wakes this principal

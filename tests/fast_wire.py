@@ -46,7 +46,7 @@ from serve_app.auth import authentication
 from serve_app.config import Config
 from serve_app.http_errors import EXCEPTION_HANDLERS
 from serve_app.origin import OriginGuard, OriginPolicy
-from tests.harness import PROTOCOL, meta
+from tests.harness import meta, request_headers
 
 T = TypeVar("T")
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
@@ -227,17 +227,7 @@ class FastWire:
     # -- a client, as tests.harness.Wire ----------------------------------------------------------------------
 
     def headers(self, method: str, name: str | None = None, token: str | None = "tok-alice") -> dict[str, str]:
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "MCP-Protocol-Version": PROTOCOL,
-            "Mcp-Method": method,
-        }
-        if name is not None:
-            headers["Mcp-Name"] = name
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
+        return request_headers(method, name, token)
 
     def post(
         self,

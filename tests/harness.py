@@ -183,6 +183,21 @@ def meta(tasks: bool = False, elicitation: bool = False) -> dict[str, Any]:
     }
 
 
+def request_headers(method: str, name: str | None = None, token: str | None = None) -> dict[str, str]:
+    """The headers of a well-formed 2026-07-28 request: routing headers, and the bearer token when given."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": PROTOCOL,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
 class Wire:
     """Raw JSON-RPC over httpx with correct routing headers; every response body is schema-validated."""
 
@@ -195,17 +210,7 @@ class Wire:
         self._id = 0
 
     def headers(self, method: str, name: str | None = None) -> dict[str, str]:
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "MCP-Protocol-Version": PROTOCOL,
-            "Mcp-Method": method,
-        }
-        if name is not None:
-            headers["Mcp-Name"] = name
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        return headers
+        return request_headers(method, name, self.token)
 
     def request(self, method: str, params: dict[str, Any] | None = None, name: str | None = None) -> httpx.Response:
         self._id += 1

@@ -3,7 +3,7 @@
 Per-principal caps (held cluster-wide by the lease ledger) on listen streams, uploads and downloads: refused past
 the cap with 429 + Retry-After + the contract's envelope, another principal unaffected, a slot freed when its
 stream or upload closes and when the replica holding it dies; the `taskIds` cap; listen streams that can no
-longer sleep forever; and Serve's bounded queue answering 503 + Retry-After. Caps are set low through the
+longer sleep forever; and the replica's bounded queue answering 503 + Retry-After. Caps are set low through the
 environment so every limit is reached in a few requests. The ledger's rules are also checked in-process.
 """
 
@@ -51,7 +51,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_server(tmp_path_factory):
-    """Two request slots and one queue place: Serve's own bound is reachable with three open streams."""
+    """Two request slots and one queue place: the replica's bound is reachable with three open streams."""
     env = {
         "VIDFORGE_MAX_ONGOING_REQUESTS": "2",
         "VIDFORGE_MAX_QUEUED_REQUESTS": "1",
@@ -289,7 +289,7 @@ def test_a_dead_replicas_leases_expire(server):
     def reopen() -> bool:
         try:
             stream = Listen(server, "tok-alice", LIST_CHANGES)
-        except httpx.HTTPError:  # the proxy while Serve replaces the replica
+        except httpx.HTTPError:  # no replica listens while Serve replaces the dead one
             return False
         if stream.response.status_code == 200 and stream.acked():
             reopened.append(stream)
@@ -317,7 +317,8 @@ def test_listen_with_only_list_changes_ends_after_the_idle_bound(small_server):
 @pytest.mark.ray
 def test_full_queue_answers_503_with_retry_after(small_server):
     """Two streams fill both request slots; of two more requests one waits in the single queue place and the
-    other is refused by Serve at once; the waiting one is served when a slot frees."""
+    other is refused at once, in the contract's envelope naming both settings; the waiting one is served when a
+    slot frees."""
     held = open_acked(small_server, "tok-alice", 2)
     results: dict[int, httpx.Response] = {}
 
@@ -334,6 +335,11 @@ def test_full_queue_answers_503_with_retry_after(small_server):
         (refused,) = results.values()
         assert refused.status_code == 503, refused.text
         assert refused.headers["retry-after"] == str(RETRY_AFTER_S)
+        envelope = refused.json()["error"]
+        assert envelope["code"] == "internal_error" and envelope["temporary"] is True
+        assert envelope["retry_after_ms"] == RETRY_AFTER_S * 1000
+        reason = envelope["details"]["reason"]
+        assert "VIDFORGE_MAX_ONGOING_REQUESTS" in reason and "VIDFORGE_MAX_QUEUED_REQUESTS" in reason
     finally:
         for stream in held:
             stream.close()

@@ -63,6 +63,13 @@ def small_server(tmp_path_factory):
     proc.stop()
 
 
+@pytest.fixture(scope="module")
+def two_replicas(tmp_path_factory):
+    proc = ServerProcess(tmp_path_factory.mktemp("limits-two") / "data", env={"VIDFORGE_REPLICAS": "2"}).start()
+    yield proc
+    proc.stop()
+
+
 class Listen:
     """One `subscriptions/listen` request, its response read as it streams."""
 
@@ -271,6 +278,47 @@ def _replica_pids(server) -> list[int]:
         if b"ServeReplica" in cmdline and b"McpIngress" in cmdline:
             pids.append(pid)
     return pids
+
+
+def _listening_socket_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def _holds_a_listener(pid: int, inodes: set[str]) -> bool:
+    try:
+        links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+    except OSError:
+        return False
+    return any(link.startswith("socket:[") and link[8:-1] in inodes for link in links)
+
+
+@pytest.mark.ray
+def test_replicas_share_the_port_and_a_dead_one_is_replaced(two_replicas):
+    """VIDFORGE_REPLICAS=2: both replicas listen on the public port (SO_REUSEPORT); with one killed the other
+    goes on answering at once, and Serve starts a replacement that listens there too."""
+
+    def listening_replicas() -> list[int]:
+        inodes = _listening_socket_inodes(two_replicas.port)
+        return [pid for pid in _replica_pids(two_replicas) if _holds_a_listener(pid, inodes)]
+
+    def two_listening(without: int | None = None) -> list[int] | None:
+        now = listening_replicas()
+        return now if len(now) == 2 and without not in now else None
+
+    first = wait_until(two_listening, DEADLINE_S, 0.5, "two replicas listening")
+    os.kill(first[0], signal.SIGKILL)
+    wait_until(lambda: first[0] not in listening_replicas(), DEADLINE_S, 0.2, "the killed replica to be gone")
+    for _ in range(20):  # fresh connections, each answered by the survivor
+        assert httpx.get(f"{two_replicas.base}/healthz", timeout=DEADLINE_S).status_code == 200
+    replaced = wait_until(lambda: two_listening(without=first[0]), DEADLINE_S, 0.5, "Serve to replace the dead one")
+    assert first[1] in replaced
+    assert httpx.get(f"{two_replicas.base}/healthz", timeout=DEADLINE_S).status_code == 200
 
 
 @pytest.mark.ray

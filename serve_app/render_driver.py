@@ -326,9 +326,8 @@ class RenderRun:
         """Await the segment summaries as they complete, reporting the frames done meanwhile: each segment's
         count is the larger of its live tally and, once it has ended, its final frame count."""
         started = time.perf_counter()
-        self._speed.add(0)  # the segments are queued now: speed is measured from here
         frames = [0] * len(parts)
-        watching = asyncio.ensure_future(self._watch_tally(frames, info))
+        watching = asyncio.ensure_future(self._watch_tally(frames, info, parts))
         waiting = {asyncio.ensure_future(self._summary(part)) for part in parts}
         try:
             while waiting:
@@ -345,10 +344,13 @@ class RenderRun:
         self.segment_stats.sort(key=lambda s: s["index"])
         self.stages["segments"] = time.perf_counter() - started
 
-    async def _watch_tally(self, frames: list[int], info: SourceInfo) -> None:
-        """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report. Best effort: if the
+    async def _watch_tally(self, frames: list[int], info: SourceInfo, parts: list[asyncio.Future[Dispatched]]) -> None:
+        """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report, from the moment one of
+        the segments has started (a render queued behind others costs the tally nothing). Best effort: if the
         tally actor is lost, progress goes on moving one segment at a time, and the render is unaffected."""
         assert self._tally is not None, "opened before the segments are queued"
+        await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        self._speed.add(sum(frames))  # a segment has started: speed is measured from here, not from the queue
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             try:

@@ -60,7 +60,7 @@ def open_nvdec(
 def open_video_decoder(stream: av.VideoStream, nvdec: str | None, width: int, height: int) -> av.VideoCodecContext:
     """The decoder a segment reads `stream` with: its own software decoder (`nvdec` None), or the NVDEC decoder
     `nvdec`, which gives frames at width x height when that is a downscale (an upscale is left to the CPU scaler,
-    as in software: NVDEC's scaler is meant for shrinking)."""
+    as in software: NVDEC's scaler is relied on only where it saves the CPU the most work, shrinking)."""
     if nvdec is None:
         return stream.codec_context
     source = stream.codec_context
@@ -70,10 +70,11 @@ def open_video_decoder(stream: av.VideoStream, nvdec: str | None, width: int, he
     )
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)
 def nvdec_refusal(video_codec: str, width: int, height: int, pixel_format: str) -> str | None:
     """Why NVDEC does not decode a width x height `pixel_format` `video_codec` stream on this node, or None when
-    it does (its decoder opens). Cached: a property of the node for a kind of stream."""
+    it does (its decoder opens). Cached (each probe starts a CUDA context): a property of the node for a kind of
+    stream."""
     decoder = NVDEC_DECODERS.get(video_codec)
     if decoder is None:
         return f"no NVDEC decoder for {video_codec}"

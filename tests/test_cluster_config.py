@@ -129,6 +129,12 @@ def test_rayservice_manifest_has_what_kuberay_needs():
     accounts = {g["template"]["spec"]["serviceAccountName"] for g in [head, *groups]}
     assert accounts == {docs["ServiceAccount"]["metadata"]["name"]}  # one identity that may use the bucket
 
+    # The MCP endpoint: a Service onto the head pod's port where the ingress replicas listen (no Serve proxy).
+    assert serve_config.proxy_location.value == "Disabled"
+    endpoint = docs["Service"]["spec"]
+    assert endpoint["selector"].items() <= head["template"]["metadata"]["labels"].items()
+    assert [p["targetPort"] for p in endpoint["ports"]] == [application.args["port"]]
+
 
 def test_dockerfile_installs_every_package():
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]

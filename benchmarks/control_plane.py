@@ -3,10 +3,10 @@
 One run, one client (httpx, asyncio, `--clients` connections each sending requests back to back for
 `--seconds`), three endpoints in turn:
 
-- vidforge `tasks/get` on a finished render (the full path: Serve proxy -> replica -> auth and admission ->
-  the MCP SDK's stateless session -> the registry actor -> the response);
-- vidforge `GET /healthz` (the same proxy, replica and auth, without the SDK or the registry: the difference
-  between the two is what the MCP layer and the registry call cost);
+- vidforge `tasks/get` on a finished render (the full path: the ingress replica's HTTP front -> request slots,
+  Origin, auth and admission -> the MCP SDK's stateless session -> the task record -> the response);
+- vidforge `GET /healthz` (the same replica, guards and auth, without the SDK or the record: the difference
+  between the two is what the MCP layer and reading the record cost);
 - a bare Starlette app under uvicorn, one process, answering POST with the exact bytes vidforge answered
   `tasks/get` with (the floor: HTTP and JSON on this machine).
 
@@ -19,7 +19,9 @@ driver on the server's cluster (the actor hop alone).
     .venv/bin/python benchmarks/control_plane.py --clients 16 --seconds 20 --creates 60
 
 Targets: vidforge tasks/get >= 0.5 x the bare endpoint's requests per second; create p50 <= 50 ms. The client
-shares the machine with the server: on a small machine it takes CPU from both sides alike.
+shares the machine with the server: on a small machine it takes CPU from both sides alike. So it also prints
+where the time goes, steadier than req/s on a shared machine: the CPU milliseconds each request cost, per
+process kind (the server's processes, the bare endpoint's, and the load client's own).
 """
 
 from __future__ import annotations

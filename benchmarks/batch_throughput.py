@@ -42,7 +42,7 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
 )
 
 # isort: split
-from media import make_clip, make_watermark_png  # noqa: E402 - tests/ is on the path (serving)
+from clips import benchmark_clip, benchmark_logo  # noqa: E402
 from render_throughput import ffmpeg_command  # noqa: E402
 
 from render_kernels import RenderSpec, WatermarkSpec, probe  # noqa: E402
@@ -57,16 +57,6 @@ class FfmpegJob:
     started: float = 0.0
     ended: float = 0.0
     cpu_s: float = 0.0
-
-
-def make_inputs(workdir: str, seconds: float) -> tuple[str, str]:
-    source = os.path.join(workdir, f"source-1080p-{seconds:g}s.mp4")
-    if not os.path.exists(source):
-        started = time.perf_counter()
-        make_clip(source, seconds=seconds, width=1920, height=1080, fps=30, audio=True, gop=30)
-        print(f"generated {source} in {time.perf_counter() - started:.1f} s")
-    logo = make_watermark_png(os.path.join(workdir, "logo.png"), w=256, h=96, rgba=(255, 255, 255, 220))
-    return source, logo
 
 
 def run_vidforge(
@@ -122,7 +112,7 @@ def main() -> None:
     workdir = args.workdir or tempfile.mkdtemp(prefix="vidforge-batch-")
     os.makedirs(workdir, exist_ok=True)
     cores = os.cpu_count() or 1
-    source, logo = make_inputs(workdir, args.seconds)
+    source, logo = benchmark_clip(workdir, args.seconds), benchmark_logo(workdir)
     info = probe(source)
     print(
         f"batch: {args.renders} renders of {info.duration_s:g} s {info.width}x{info.height} -> 720p mp4, "

@@ -32,9 +32,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serving import BenchServer, RenderTrace, drive_render, render_args  # noqa: E402 - first (Ray auth mode)
+from serving import (  # noqa: E402 - first (Ray auth mode)
+    BenchServer,
+    ProcessSampler,
+    RenderTrace,
+    drive_render,
+    render_args,
+)
 
 # isort: split
 
@@ -74,24 +81,65 @@ async def hammer(
     clients: int,
     seconds: float,
     warmup_s: float = 2.0,
-) -> tuple[float, list[float]]:
-    """`clients` connections sending back to back; returns (requests per second, latencies in s) after warm-up."""
+) -> tuple[float, list[float], int]:
+    """`clients` connections sending back to back; returns (requests per second, latencies in s) after warm-up, and
+    the number of requests answered in all."""
     latencies: list[float] = []
+    answered = 0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(limits=limits, timeout=60) as http:
         start = time.perf_counter()
         counting_from, until = start + warmup_s, start + warmup_s + seconds
 
         async def client() -> None:
+            nonlocal answered
             while (now := time.perf_counter()) < until:
                 response = await http.request(method, url, headers=headers, content=body)
                 if response.status_code != 200:
                     raise RuntimeError(f"{url}: {response.status_code} {response.text[:300]}")
+                answered += 1
                 if now >= counting_from:
                     latencies.append(time.perf_counter() - now)
 
         await asyncio.gather(*(client() for _ in range(clients)))
-    return len(latencies) / seconds, latencies
+    return len(latencies) / seconds, latencies, answered
+
+
+def process_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(run, sampler: ProcessSampler | None, bare_pid: int | None = None) -> Measured:
+    """`run()` -> (rps, latencies), with the CPU seconds every process spent meanwhile: the server's per process kind
+    (`sampler`), the bare endpoint's process, and this client's own."""
+    if sampler is not None:
+        sampler.mark()
+    client_before = time.process_time()
+    bare_before = process_cpu_s(bare_pid) if bare_pid else 0.0
+    rps, latencies, answered = run()
+    cpu = dict(sampler.cpu_by_kind) if sampler is not None else {}
+    if bare_pid:
+        cpu["bare endpoint (uvicorn)"] = process_cpu_s(bare_pid) - bare_before
+    cpu["load client (this process)"] = time.process_time() - client_before
+    return Measured(rps, latencies, answered, cpu)
+
+
+class Measured(NamedTuple):
+    rps: float
+    latencies: list[float]  # after the warm-up
+    answered: int  # warm-up included
+    cpu_by_kind: dict[str, float]  # CPU seconds over the whole run, warm-up included
+
+
+def show_cpu(name: str, result: Measured) -> None:
+    """CPU milliseconds per answered request, per process kind: what a request costs, however loaded the machine."""
+    requests = result.answered or 1
+    parts = sorted(result.cpu_by_kind.items(), key=lambda kv: -kv[1])
+    total = sum(result.cpu_by_kind.values()) / requests * 1000
+    shown = ", ".join(f"{kind} {seconds / requests * 1000:.2f}" for kind, seconds in parts if seconds >= 0.05)
+    print(f"  {name:40s} {total:6.2f} ms CPU/request: {shown}")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -195,24 +243,36 @@ def main() -> None:
             wait_until(lambda: _up(f"http://127.0.0.1:{port}/mcp"), 60, 0.2, "the bare endpoint")
             print(f"\ntasks/get answer: {len(answer)} bytes (the bare endpoint answers the same bytes)")
             auth = {"Authorization": wire.headers("tasks/get")["Authorization"]}
-            results = {
-                "vidforge tasks/get": asyncio.run(
-                    hammer("POST", server.url, get_headers, get_body, args.clients, args.seconds)
-                ),
-                "vidforge GET /healthz (no MCP, no registry)": asyncio.run(
-                    hammer("GET", f"{server.proc.base}/healthz", auth, None, args.clients, args.seconds)
-                ),
-                "bare Starlette + uvicorn": asyncio.run(
-                    hammer(
-                        "POST",
-                        f"http://127.0.0.1:{port}/mcp",
-                        {"Content-Type": "application/json"},
-                        get_body,
-                        args.clients,
-                        args.seconds,
-                    )
-                ),
-            }
+            session = os.getsid(server.pid)
+            with ProcessSampler(session) as sampler:
+                results = {
+                    "vidforge tasks/get": measured(
+                        lambda: asyncio.run(
+                            hammer("POST", server.url, get_headers, get_body, args.clients, args.seconds)
+                        ),
+                        sampler,
+                    ),
+                    "vidforge GET /healthz (no MCP, no registry)": measured(
+                        lambda: asyncio.run(
+                            hammer("GET", f"{server.proc.base}/healthz", auth, None, args.clients, args.seconds)
+                        ),
+                        sampler,
+                    ),
+                    "bare Starlette + uvicorn": measured(
+                        lambda: asyncio.run(
+                            hammer(
+                                "POST",
+                                f"http://127.0.0.1:{port}/mcp",
+                                {"Content-Type": "application/json"},
+                                get_body,
+                                args.clients,
+                                args.seconds,
+                            )
+                        ),
+                        None,
+                        bare.pid,
+                    ),
+                }
         finally:
             bare.terminate()
             bare.wait()
@@ -221,10 +281,13 @@ def main() -> None:
         wire.close()
 
     print(f"\nthroughput, {args.clients} concurrent clients:")
-    for name, (rps, latencies) in results.items():
-        show(name, rps, latencies)
-    vf_rps, bare_rps = results["vidforge tasks/get"][0], results["bare Starlette + uvicorn"][0]
+    for name, result in results.items():
+        show(name, result.rps, result.latencies)
+    vf_rps, bare_rps = results["vidforge tasks/get"].rps, results["bare Starlette + uvicorn"].rps
     print(f"  ratio vidforge tasks/get / bare: {vf_rps / bare_rps:.2f}  (target >= {GET_RATIO_TARGET})")
+    print("\nwhere the time goes: CPU milliseconds per request, per process (the load client included)")
+    for name, result in results.items():
+        show_cpu(name, result)
     print(
         f"\ntools/call -> CreateTaskResult, {len(creates)} creates one at a time: p50 "
         f"{percentile(creates, 0.5) * 1000:.1f} ms, p95 {percentile(creates, 0.95) * 1000:.1f} ms "

@@ -53,7 +53,8 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
 import av  # noqa: E402
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
-from media import make_clip, make_watermark_png, psnr_y  # noqa: E402 - the suite's clip generators (tests/)
+from clips import benchmark_clip, benchmark_logo, luma_planes  # noqa: E402
+from media import make_clip, psnr_y  # noqa: E402 - the suite's clip generators (tests/)
 
 from render_kernels import RenderSpec, WatermarkSpec, output_size, probe  # noqa: E402
 from render_kernels.audio import AAC_BIT_RATE  # noqa: E402
@@ -135,13 +136,6 @@ def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
         "+faststart",
         out_path,
     ]
-
-
-def luma_planes(path: str):
-    """Y planes of every frame, one at a time (a whole 720p minute would not fit in memory at once)."""
-    with av.open(path) as container:
-        for frame in container.decode(video=0):
-            yield frame.reformat(format="yuv420p").to_ndarray()[: frame.height]
 
 
 def equivalence(path: str, reference: str, boundaries: list[int]) -> tuple[int, float, float]:
@@ -419,13 +413,8 @@ def main() -> None:
     workdir = args.workdir or tempfile.mkdtemp(prefix="vidforge-bench-")
     os.makedirs(workdir, exist_ok=True)
 
-    source = args.input
-    if source is None:
-        source = os.path.join(workdir, f"source-1080p-{args.seconds:g}s.mp4")
-        started = time.perf_counter()
-        make_clip(source, seconds=args.seconds, width=1920, height=1080, fps=30, audio=True, gop=30)
-        print(f"generated {source} in {time.perf_counter() - started:.1f} s")
-    logo = make_watermark_png(os.path.join(workdir, "logo.png"), w=256, h=96, rgba=(255, 255, 255, 220))
+    source = args.input or benchmark_clip(workdir, args.seconds)
+    logo = benchmark_logo(workdir)
     spec = RenderSpec("mp4", RESOLUTION, WatermarkSpec(logo, **WATERMARK))
     info = probe(source)
     print(

@@ -231,6 +231,8 @@ class ProcessSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> ProcessSampler:
+        self._sample()
+        self.mark()  # every process already running counts from now, not from its birth
         self._thread.start()
         return self
 
@@ -249,12 +251,15 @@ class ProcessSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            for pid, title, rss, cpu in self._processes():
-                kind = _kind(title)
-                self.peak_rss[kind] = max(self.peak_rss[kind], rss)
-                first, last = self._cpu.get(pid, (0.0, 0.0))  # born since the mark: counted from 0
-                self._cpu[pid] = (first, cpu)
-                self.cpu_by_kind[kind] += cpu - last
+            self._sample()
+
+    def _sample(self) -> None:
+        for pid, title, rss, cpu in self._processes():
+            kind = _kind(title)
+            self.peak_rss[kind] = max(self.peak_rss[kind], rss)
+            first, last = self._cpu.get(pid, (0.0, 0.0))  # born since the mark: counted from 0
+            self._cpu[pid] = (first, cpu)
+            self.cpu_by_kind[kind] += cpu - last
 
     def _processes(self):
         for entry in os.scandir("/proc"):

@@ -6,6 +6,7 @@ leave the function that decoded them.
 """
 
 from .audio import EncodedAudio, encode_audio
+from .decoders import choose_video_decoder
 from .encoders import choose_video_encoder
 from .errors import UnsupportedMedia
 from .images import image_size, probe_image
@@ -30,6 +31,7 @@ __all__ = [
     "SourceReading",
     "UnsupportedMedia",
     "WatermarkSpec",
+    "choose_video_decoder",
     "choose_video_encoder",
     "encode_audio",
     "encode_segment",

@@ -24,18 +24,26 @@ def open_video(path: Media) -> Iterator[tuple[av.container.InputContainer, av.Vi
 
 
 def frames_from(
-    container: av.container.InputContainer, stream: av.VideoStream, info: SourceInfo, start_s: float
+    container: av.container.InputContainer,
+    stream: av.VideoStream,
+    info: SourceInfo,
+    start_s: float,
+    decoder: av.VideoCodecContext | None = None,
 ) -> Iterator[av.VideoFrame]:
-    """Frames in presentation order from the frame at `start_s` (a keyframe time, as in SourceInfo) onwards.
+    """Frames in presentation order from the frame at `start_s` (a keyframe time, as in SourceInfo) onwards,
+    decoded by `decoder` (default: the stream's own; see decoders.open_video_decoder).
 
     Seeks to the keyframe at or before the start and drops anything earlier (e.g. open-GOP leading frames).
+    Every decoder passes the packets' timestamps through, so the same start holds for each.
     """
+    decoder = decoder or stream.codec_context
     start_pts = round((info.start_time_s + start_s) / time_base(stream))
     if start_s > 0:  # the first segment reads from the top; no seek needed
         container.seek(start_pts, stream=stream, backward=True)
     try:
-        for frame in container.decode(stream):
-            if frame.pts is None or frame.pts >= start_pts:
-                yield frame
+        for packet in container.demux(stream):
+            for frame in decoder.decode(packet):
+                if frame.pts is None or frame.pts >= start_pts:
+                    yield frame
     except av.FFmpegError as err:
         raise UnsupportedMedia(f"cannot decode: {describe(err)}") from err

@@ -125,6 +125,7 @@ class SourceInfo:
     audio: AudioInfo | None
     start_time_s: float = 0.0  # stream timestamp of the first frame, for seeking
     keyframe_frames: tuple[int, ...] = ()  # presentation index of each keyframe, parallel to keyframe_times
+    pixel_format: str = ""  # the decoder's, e.g. "yuv420p" (for the decoder choice: decoders.nvdec_refusal)
 
     def keyframes(self) -> list[tuple[int, float]]:
         """(frame index, time) of each keyframe, always starting with frame 0 at 0.0."""
@@ -221,6 +222,7 @@ def probe(path: Media, limits: MediaLimits = NO_LIMITS) -> SourceInfo:
             audio=_audio_info(audio, scan.audio_ticks) if audio is not None else None,
             start_time_s=float(first * tb),
             keyframe_frames=tuple(bisect_left(ordered, p) for p in keyframe_pts),
+            pixel_format=ctx.pix_fmt or "",
         )
 
 

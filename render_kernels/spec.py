@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .decoders import NVDEC_DECODERS
 from .probe import Media
 
 RESOLUTION_BOXES = {"720p": (1280, 720), "1080p": (1920, 1080), "4k": (3840, 2160)}
@@ -31,6 +32,7 @@ class RenderSpec:
     resolution: str
     watermark: WatermarkSpec | None = None
     video_encoder: str | None = None  # None: choose_video_encoder(output_format)
+    video_decoder: str | None = None  # None: software; else an NVDEC decoder (decoders.choose_video_decoder)
 
     def __post_init__(self) -> None:
         if self.output_format not in FORMAT_ENCODERS:
@@ -40,6 +42,10 @@ class RenderSpec:
         encoders = FORMAT_ENCODERS[self.output_format]
         if self.video_encoder is not None and self.video_encoder not in encoders:
             raise ValueError(f"{self.output_format} takes video from {encoders}, not {self.video_encoder!r}")
+        if self.video_decoder is not None and self.video_decoder not in NVDEC_DECODERS.values():
+            raise ValueError(
+                f"video_decoder must be one of {tuple(NVDEC_DECODERS.values())}, not {self.video_decoder!r}"
+            )
 
 
 def even(value: float) -> int:

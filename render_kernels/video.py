@@ -10,6 +10,7 @@ from itertools import islice
 import av
 
 from .compose import FramePipeline
+from .decoders import open_video_decoder
 from .encoders import choose_video_encoder, open_video_encoder
 from .frames import frames_from, open_video
 from .plan import Segment
@@ -55,7 +56,8 @@ def encode_segment(
     The output is constant frame rate at the source's average fps with exactly one output frame per source
     frame: variable-frame-rate sources are retimed, never padded or dropped. With `spec.video_encoder`
     unset the encoder is chosen on this node; a driver whose nodes differ (NVENC or not) should set it once
-    for the render, since mux_segments needs every segment from the same encoder.
+    for the render, since mux_segments needs every segment from the same encoder. `spec.video_decoder` (an
+    NVDEC decoder) decodes and downscales on the GPU instead; the same frames come out, at the output size.
     """
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
@@ -86,8 +88,10 @@ def encode_segment(
             out.keyframes.append(packet.is_keyframe)
 
     with open_video(source_path) as (container, stream):
+        decoder = open_video_decoder(stream, spec.video_decoder, width, height)
         pipeline = FramePipeline(width, height, spec.watermark, stream.codec_context.colorspace)
-        for frame in islice(frames_from(container, stream, info, segment.start_s), segment.frame_count):
+        frames = frames_from(container, stream, info, segment.start_s, decoder)
+        for frame in islice(frames, segment.frame_count):
             picture = pipeline(frame)
             picture.pts = out.frame_count
             picture.time_base = tb

@@ -1,4 +1,4 @@
-"""The Starlette application a Serve replica runs: `/mcp`, `/assets`, `/artifacts`, `/healthz`, and in OAuth
+"""The Starlette application each ingress replica serves (serve_app/front.py): `/mcp`, `/assets`, `/artifacts`, `/healthz`, and in OAuth
 mode the RFC 9728 metadata under `/.well-known/oauth-protected-resource`.
 
 Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickled), from a
@@ -28,6 +28,7 @@ from serve_app.http_errors import EXCEPTION_HANDLERS
 from serve_app.http_files import ArtifactDownload, AssetUpload
 from serve_app.oauth import protected_resource_routes
 from serve_app.origin import OriginGuard, OriginPolicy
+from serve_app.request_slots import RequestSlots
 
 if TYPE_CHECKING:
     from serve_app.ray_render_service import RayRenderService
@@ -60,8 +61,12 @@ def build_app(
     authenticated = Mount("", routes=protected, middleware=guards)
     return Starlette(
         routes=[*protected_resource_routes(config), authenticated],
-        # Origin/Host first, on every route: the SDK's own check covers only /mcp, and only when asked.
-        middleware=[Middleware(OriginGuard, policy=OriginPolicy.from_config(config))],
+        # The replica's request bound first, then Origin/Host on every route (the SDK's own check covers only /mcp,
+        # and only when asked).
+        middleware=[
+            Middleware(RequestSlots, config=config),
+            Middleware(OriginGuard, policy=OriginPolicy.from_config(config)),
+        ],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -64,7 +64,7 @@ class Config(BaseSettings):
     # Ingress admission (issue 8): Serve's own bounds, per-principal caps held cluster-wide, Origin/Host checks.
     replicas: int = 1
     max_ongoing_requests: int = 256  # per replica
-    max_queued_requests: int = 256  # waiting for a replica; beyond it Serve answers 503 + Retry-After
+    max_queued_requests: int = 256  # per replica, waiting for a slot; beyond it 503 + Retry-After
     busy_retry_after_s: int = 5  # Retry-After on every 429 / 503 refusal of the ingress
     max_listen_streams: int = 8  # open subscriptions/listen streams per principal
     max_uploads: int = 2  # POST /assets in progress per principal

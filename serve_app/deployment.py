@@ -1,10 +1,14 @@
-"""The Ray Serve ingress: stateless replicas each running the Starlette app of `serve_app.app`.
+"""The Ray Serve deployment of the ingress: stateless replicas, each answering HTTP itself.
 
-Bounded at every level: each replica serves at most `VIDFORGE_MAX_ONGOING_REQUESTS` at once; requests waiting
-for a replica are at most `VIDFORGE_MAX_QUEUED_REQUESTS` (per Serve proxy), beyond which Serve itself answers
-HTTP 503 with `Retry-After: VIDFORGE_BUSY_RETRY_AFTER_S` instead of queueing forever (Serve 2.60 sends no
-`Retry-After` unless `backpressure_config.retry_after_s` is set; its body is Serve's plain-text message, sent
-before any vidforge code runs). Per-principal caps on long-held requests live in `serve_app.admission`.
+Each `McpIngress` replica builds the Starlette app of `serve_app.app` and serves it with uvicorn on the public
+host and port (serve_app/front.py: replicas on a node share the port; Serve's own HTTP proxy is not started,
+since its hop cost more per request than vidforge's whole answer). Serve keeps `VIDFORGE_REPLICAS` of them
+running, health-checks each one's HTTP front, and replaces a dead one.
+
+Bounded at every level: each replica runs at most `VIDFORGE_MAX_ONGOING_REQUESTS` requests at once, with at most
+`VIDFORGE_MAX_QUEUED_REQUESTS` more waiting, beyond which it answers HTTP 503 with `Retry-After:
+VIDFORGE_BUSY_RETRY_AFTER_S` at once (serve_app/request_slots.py). Per-principal caps on long-held requests live
+in `serve_app.admission`.
 
 Two ways in: `vidforge serve` (serve_app.cli) calls `deploy`; `serve deploy deploy/serve.yaml` and a KubeRay
 RayService (deploy/rayservice.yaml) import the application builder `app`, which starts the same backend from
@@ -19,13 +23,12 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict
 from ray import serve
 from ray.serve import Application
-from ray.serve.config import BackpressureConfig
-from starlette.applications import Starlette
 
 from serve_app.admission import Admission
 from serve_app.app import build_app
 from serve_app.auth import load_tokens
 from serve_app.config import Config
+from serve_app.front import HttpFront
 from serve_app.leases import ledger_handle
 from serve_app.ray_render_service import RayRenderService
 from serve_app.startup import check_settings, start_backend
@@ -36,33 +39,37 @@ APP_NAME = "vidforge"
 
 
 # On the head, beside the registry and the supervisor it talks to: a worker node may go away (scale-down, a
-# lost machine) with renders in flight, never with the ingress; Serve then runs its only proxy there too.
+# lost machine) with renders in flight, never with the ingress, whose address clients hold.
 @serve.deployment(name="McpIngress", ray_actor_options={"num_cpus": 0, "resources": {"node:__internal_head__": 0.001}})
-@serve.ingress()
 class McpIngress:
-    def __init__(self, config_json: str) -> None:
-        self.config = Config.from_json(config_json)
-
-    def __serve_build_asgi_app__(self) -> Starlette:
+    async def __init__(self, config_json: str) -> None:  # type: ignore[misc]  # Serve awaits an async constructor
+        config = Config.from_json(config_json)
         # Built here, inside the replica: the SDK's app holds an AES-GCM key and cannot be pickled.
-        tokens = load_tokens(self.config.tokens_file)
-        admission = Admission(ledger_handle(self.config.namespace, self.config.lease_ttl_s), self.config.lease_ttl_s)
-        return build_app(RayRenderService(self.config), self.config, tokens, admission)
+        tokens = load_tokens(config.tokens_file)
+        admission = Admission(ledger_handle(config.namespace, config.lease_ttl_s), config.lease_ttl_s)
+        app = build_app(RayRenderService(config), config, tokens, admission)
+        self.front = HttpFront(app, config.host, config.port)
+        await self.front.start()
+
+    def check_health(self) -> None:
+        """Serve's periodic health check: a replica whose HTTP front has stopped is replaced."""
+        if not self.front.alive():
+            raise RuntimeError("the ingress replica's HTTP front has stopped")
+
+    def __del__(self) -> None:
+        # Serve calls this on a graceful stop; a constructor that failed has no front to stop.
+        if (front := getattr(self, "front", None)) is not None:
+            front.stop()
 
 
 def ingress(config: Config) -> Application:
-    return McpIngress.options(  # type: ignore[attr-defined]  # @serve.deployment made it a Deployment
-        num_replicas=config.replicas,
-        # Handlers are async and mostly wait on actors; Serve's default of 5 would queue agents behind polls.
-        max_ongoing_requests=config.max_ongoing_requests,
-        max_queued_requests=config.max_queued_requests,
-        backpressure_config=BackpressureConfig(status_code=503, retry_after_s=config.busy_retry_after_s),
-    ).bind(config.to_json())
+    return McpIngress.options(num_replicas=config.replicas).bind(config.to_json())  # type: ignore[attr-defined]
 
 
 def deploy(config: Config) -> None:
-    serve.start(http_options={"host": config.host, "port": config.port})
-    serve.run(ingress(config), name=APP_NAME, route_prefix="/", blocking=False)
+    # No Serve proxy: the replicas answer HTTP on config.host:config.port themselves (serve_app/front.py).
+    serve.start(proxy_location="Disabled")
+    serve.run(ingress(config), name=APP_NAME, route_prefix=None, blocking=False)
 
 
 class AppArgs(BaseModel):

@@ -42,11 +42,12 @@ Where things run:
   freed until the mux ends: a finished render does not wait behind other renders' queued segments, and no
   other segment is started onto that CPU while the mux copies packets beside it (on one node, Ray then
   reuses the idle worker that slot's segment left, rather than starting one more).
-- the video encoder is chosen once per render, on a GPU node when the cluster has GPUs (h264_nvenc when it
-  opens there, else libx264), and written into the spec every segment gets: all segments must share one
-  encoder (one stream, one set of parameter sets), and a retried segment must not switch encoders. Segment
-  tasks only ask for a GPU share when that choice is a GPU encoder, so GPUs without NVENC (H100/H200) do not
-  throttle CPU encoding.
+- the video encoder and decoder are chosen once per render, on a GPU node when the cluster has GPUs (h264_nvenc
+  when it opens there, else libx264; NVDEC decoding and downscaling when it decodes the source there, else
+  software), and written into the spec every segment gets: all segments must share one encoder (one stream, one
+  set of parameter sets), and a retried segment must not switch encoder or decoder (its bytes would change).
+  Without GPUs nothing is probed: software decoding, and the encoder chosen here. Segment tasks ask for a GPU
+  share when either choice is on the GPU (an H100/H200 has NVDEC but no NVENC): they must run where it opens.
 
 Retries: every task retries up to 3 times on worker death only (`retry_exceptions=False`: a kernel error is
 deterministic, retrying it is wasted work). The kernels are deterministic, so a retried segment produces the
@@ -86,6 +87,7 @@ from serve_app.render_tasks import (
     PROGRESS_INTERVAL_S,
     FrameTally,
     TallyRef,
+    choose_codecs,
     encode_audio_parts,
     encode_segment_parts,
     mux_stored_segments,
@@ -94,7 +96,7 @@ from serve_app.scheduling import Dispatched, SegmentScheduler
 
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
 GPU_ENCODERS = frozenset({"h264_nvenc"})
-ENCODER_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder
+CODEC_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder and a decoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
 FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and preview_path are local paths
 
@@ -140,7 +142,7 @@ segment_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_segment_parts)
 _audio_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_audio_parts)
 # No CPU for Ray (see "Where things run"): the scheduler counts the mux on the CPU its render's last task freed.
 _mux_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(mux_stored_segments)
-_encoder_task = ray.remote(num_cpus=0, num_gpus=ENCODER_CHOICE_GPU_SHARE, max_retries=3)(choose_video_encoder)
+_codecs_task = ray.remote(num_cpus=0, num_gpus=CODEC_CHOICE_GPU_SHARE, max_retries=3)(choose_codecs)
 # No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
 _tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
 
@@ -259,7 +261,7 @@ class RenderRun:
         segments = plan_segments(
             info, job.workers or self._pool.scheduler.plan_width(), max_frames=self._max_segment_frames(info)
         )
-        spec, segment_options = await self._fix_encoder(job.spec, len(segments))
+        spec, segment_options = await self._fix_codecs(job.spec, info, len(segments))
         self._tally = TallyRef(self._pool.tally(), self._key)
         self._tally.actor.open.remote(self._key, len(segments))
         await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
@@ -287,16 +289,16 @@ class RenderRun:
         width, height = output_size(info.width, info.height, self.job.spec.resolution)
         return max(1, self.job.segment_max_megapixels * 1_000_000 // (width * height))
 
-    async def _fix_encoder(self, spec: RenderSpec, segment_count: int) -> tuple[RenderSpec, dict[str, Any]]:
-        """The spec with its video encoder decided, and the extra Ray options its segment tasks need."""
+    async def _fix_codecs(
+        self, spec: RenderSpec, info: SourceInfo, segment_count: int
+    ) -> tuple[RenderSpec, dict[str, Any]]:
+        """The spec with its video encoder and decoder decided, and the extra Ray options its segment tasks need."""
         gpus = ray.cluster_resources().get("GPU", 0)
-        if spec.video_encoder is None:
-            if gpus:  # decide where a GPU is: whether NVENC opens is a property of the node
-                encoder = await _value(self._submit(_encoder_task, {}, spec.output_format))
-            else:
-                encoder = await asyncio.to_thread(choose_video_encoder, spec.output_format)
-            spec = replace(spec, video_encoder=encoder)
-        if spec.video_encoder in GPU_ENCODERS:
+        if gpus:  # decide where a GPU is: whether NVENC and NVDEC open is a property of the node
+            spec = await _value(self._submit(_codecs_task, {}, spec, info))
+        elif spec.video_encoder is None:
+            spec = replace(spec, video_encoder=await asyncio.to_thread(choose_video_encoder, spec.output_format))
+        if spec.video_encoder in GPU_ENCODERS or spec.video_decoder is not None:
             return spec, {"num_gpus": min(1.0, gpus / segment_count)}  # every segment fits on the GPUs at once
         return spec, {}
 
@@ -324,9 +326,8 @@ class RenderRun:
         """Await the segment summaries as they complete, reporting the frames done meanwhile: each segment's
         count is the larger of its live tally and, once it has ended, its final frame count."""
         started = time.perf_counter()
-        self._speed.add(0)  # the segments are queued now: speed is measured from here
         frames = [0] * len(parts)
-        watching = asyncio.ensure_future(self._watch_tally(frames, info))
+        watching = asyncio.ensure_future(self._watch_tally(frames, info, parts))
         waiting = {asyncio.ensure_future(self._summary(part)) for part in parts}
         try:
             while waiting:
@@ -343,10 +344,13 @@ class RenderRun:
         self.segment_stats.sort(key=lambda s: s["index"])
         self.stages["segments"] = time.perf_counter() - started
 
-    async def _watch_tally(self, frames: list[int], info: SourceInfo) -> None:
-        """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report. Best effort: if the
+    async def _watch_tally(self, frames: list[int], info: SourceInfo, parts: list[asyncio.Future[Dispatched]]) -> None:
+        """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report, from the moment one of
+        the segments has started (a render queued behind others costs the tally nothing). Best effort: if the
         tally actor is lost, progress goes on moving one segment at a time, and the render is unaffected."""
         assert self._tally is not None, "opened before the segments are queued"
+        await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        self._speed.add(sum(frames))  # a segment has started: speed is measured from here, not from the queue
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             try:

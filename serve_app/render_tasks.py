@@ -24,6 +24,8 @@ from render_kernels import (
     RenderSpec,
     Segment,
     SourceInfo,
+    choose_video_decoder,
+    choose_video_encoder,
     encode_audio,
     encode_segment,
     mux_segments,
@@ -94,6 +96,13 @@ def reporter(tally: TallyRef, index: int):
             tally.report(index, frames_done)
 
     return on_frame
+
+
+def choose_codecs(spec: RenderSpec, info: SourceInfo) -> RenderSpec:
+    """`spec` with its video encoder (when unset) and decoder chosen on this node: the driver runs it on a GPU node,
+    both choices on the same one."""
+    encoder = spec.video_encoder or choose_video_encoder(spec.output_format)
+    return replace(spec, video_encoder=encoder, video_decoder=spec.video_decoder or choose_video_decoder(info))
 
 
 def encode_segment_parts(

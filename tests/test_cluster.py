@@ -183,7 +183,7 @@ def test_serve_config_deploys_vidforge_on_the_cluster(cluster, server, s3_server
     server.stop()  # one Serve per cluster: the one `vidforge serve` started goes first
     config = yaml.safe_load((REPO / "deploy" / "serve.yaml").read_text())
     port = free_port()
-    config["http_options"]["port"] = config["applications"][0]["args"]["port"] = port
+    config["applications"][0]["args"]["port"] = port
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"tok-deployed": "ops"}))
     config["applications"][0]["runtime_env"]["env_vars"].update(

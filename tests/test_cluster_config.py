@@ -74,12 +74,13 @@ def test_cluster_yaml_is_what_ray_up_accepts():
 def test_serve_config_is_what_serve_deploy_accepts():
     config = ServeDeploySchema.model_validate(load("deploy/serve.yaml"))
     [application] = config.applications
-    assert application.name == APP_NAME and application.route_prefix == "/"
+    assert application.name == APP_NAME and application.route_prefix is None
     module, attribute = application.import_path.split(":")
     assert getattr(importlib.import_module(module), attribute) is app
     args = AppArgs.model_validate(application.args)
-    assert (args.host, args.port) == (config.http_options.host, config.http_options.port)
-    assert config.proxy_location.value == "HeadOnly"  # the ingress is on the head (serve_app.deployment)
+    assert (args.host, args.port) == ("0.0.0.0", 8000)
+    # The ingress replicas (on the head: serve_app.deployment) answer HTTP themselves; Serve's proxy stays off.
+    assert config.proxy_location.value == "Disabled"
     env = application.runtime_env["env_vars"]
     assert set(env) <= SETTINGS and env["VIDFORGE_STORAGE_URL"].startswith("s3://")
     assert all(env[name].startswith("/") for name in env if name.endswith(("_DIR", "_FILE")))

@@ -3,7 +3,7 @@
 Per-principal caps (held cluster-wide by the lease ledger) on listen streams, uploads and downloads: refused past
 the cap with 429 + Retry-After + the contract's envelope, another principal unaffected, a slot freed when its
 stream or upload closes and when the replica holding it dies; the `taskIds` cap; listen streams that can no
-longer sleep forever; and Serve's bounded queue answering 503 + Retry-After. Caps are set low through the
+longer sleep forever; and the replica's bounded queue answering 503 + Retry-After. Caps are set low through the
 environment so every limit is reached in a few requests. The ledger's rules are also checked in-process.
 """
 
@@ -51,7 +51,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_server(tmp_path_factory):
-    """Two request slots and one queue place: Serve's own bound is reachable with three open streams."""
+    """Two request slots and one queue place: the replica's bound is reachable with three open streams."""
     env = {
         "VIDFORGE_MAX_ONGOING_REQUESTS": "2",
         "VIDFORGE_MAX_QUEUED_REQUESTS": "1",
@@ -59,6 +59,13 @@ def small_server(tmp_path_factory):
         "VIDFORGE_MAX_DOWNLOADS": "0",
     }
     proc = ServerProcess(tmp_path_factory.mktemp("limits-small") / "data", env=env, tokens=TOKENS).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def two_replicas(tmp_path_factory):
+    proc = ServerProcess(tmp_path_factory.mktemp("limits-two") / "data", env={"VIDFORGE_REPLICAS": "2"}).start()
     yield proc
     proc.stop()
 
@@ -273,6 +280,47 @@ def _replica_pids(server) -> list[int]:
     return pids
 
 
+def _listening_socket_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def _holds_a_listener(pid: int, inodes: set[str]) -> bool:
+    try:
+        links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+    except OSError:
+        return False
+    return any(link.startswith("socket:[") and link[8:-1] in inodes for link in links)
+
+
+@pytest.mark.ray
+def test_replicas_share_the_port_and_a_dead_one_is_replaced(two_replicas):
+    """VIDFORGE_REPLICAS=2: both replicas listen on the public port (SO_REUSEPORT); with one killed the other
+    goes on answering at once, and Serve starts a replacement that listens there too."""
+
+    def listening_replicas() -> list[int]:
+        inodes = _listening_socket_inodes(two_replicas.port)
+        return [pid for pid in _replica_pids(two_replicas) if _holds_a_listener(pid, inodes)]
+
+    def two_listening(without: int | None = None) -> list[int] | None:
+        now = listening_replicas()
+        return now if len(now) == 2 and without not in now else None
+
+    first = wait_until(two_listening, DEADLINE_S, 0.5, "two replicas listening")
+    os.kill(first[0], signal.SIGKILL)
+    wait_until(lambda: first[0] not in listening_replicas(), DEADLINE_S, 0.2, "the killed replica to be gone")
+    for _ in range(20):  # fresh connections, each answered by the survivor
+        assert httpx.get(f"{two_replicas.base}/healthz", timeout=DEADLINE_S).status_code == 200
+    replaced = wait_until(lambda: two_listening(without=first[0]), DEADLINE_S, 0.5, "Serve to replace the dead one")
+    assert first[1] in replaced
+    assert httpx.get(f"{two_replicas.base}/healthz", timeout=DEADLINE_S).status_code == 200
+
+
 @pytest.mark.ray
 def test_a_dead_replicas_leases_expire(server):
     """Streams held on a replica that is killed (no `finally` runs there) stop counting after the lease TTL."""
@@ -289,7 +337,7 @@ def test_a_dead_replicas_leases_expire(server):
     def reopen() -> bool:
         try:
             stream = Listen(server, "tok-alice", LIST_CHANGES)
-        except httpx.HTTPError:  # the proxy while Serve replaces the replica
+        except httpx.HTTPError:  # no replica listens while Serve replaces the dead one
             return False
         if stream.response.status_code == 200 and stream.acked():
             reopened.append(stream)
@@ -317,7 +365,8 @@ def test_listen_with_only_list_changes_ends_after_the_idle_bound(small_server):
 @pytest.mark.ray
 def test_full_queue_answers_503_with_retry_after(small_server):
     """Two streams fill both request slots; of two more requests one waits in the single queue place and the
-    other is refused by Serve at once; the waiting one is served when a slot frees."""
+    other is refused at once, in the contract's envelope naming both settings; the waiting one is served when a
+    slot frees."""
     held = open_acked(small_server, "tok-alice", 2)
     results: dict[int, httpx.Response] = {}
 
@@ -334,6 +383,11 @@ def test_full_queue_answers_503_with_retry_after(small_server):
         (refused,) = results.values()
         assert refused.status_code == 503, refused.text
         assert refused.headers["retry-after"] == str(RETRY_AFTER_S)
+        envelope = refused.json()["error"]
+        assert envelope["code"] == "internal_error" and envelope["temporary"] is True
+        assert envelope["retry_after_ms"] == RETRY_AFTER_S * 1000
+        reason = envelope["details"]["reason"]
+        assert "VIDFORGE_MAX_ONGOING_REQUESTS" in reason and "VIDFORGE_MAX_QUEUED_REQUESTS" in reason
     finally:
         for stream in held:
             stream.close()

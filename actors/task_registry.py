@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from actors.change_feed import ChangeFeed, Changes, Snapshot
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.store import TaskStore
 from mcp_protocol.domain import (
@@ -91,6 +92,10 @@ VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps"})
 # adds it to every unfinished task's stored version, so versions never go back for a watcher whose long poll
 # Ray retries on the new instance (it would otherwise wait for a version the task already "had").
 MAX_UNSAVED_BUMPS = 120  # about a minute of reports at the driver's 2 a second
+# The change feed remembers the deletions of this many sweep batches (10 000 ids at the default sweep_batch):
+# a reader follows the feed continuously, so it falls behind by what one pass deletes while its call travels; one
+# further behind is told to reset, which only costs it its cache.
+DELETION_LOG_BATCHES = 20
 
 
 class IdempotencyConflict(RegistryError):
@@ -159,6 +164,7 @@ class TaskRegistry:
             if not rec.status.terminal:  # past any bump the previous instance published but never saved
                 self._tasks[task_id] = rec = rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS})
                 self._store.save_task(rec)
+        self._feed = ChangeFeed(deletion_log=DELETION_LOG_BATCHES * config.sweep_batch)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -200,6 +206,25 @@ class TaskRegistry:
         """A foreign task answers exactly like an unknown one: None."""
         self._bind_loop()
         return self._owned(principal, task_id)
+
+    async def read(self, principal: str, task_id: str) -> Snapshot:
+        """``get`` with the change feed's position at the moment of reading (for a replica's record mirror)."""
+        self._bind_loop()
+        return Snapshot(epoch=self._feed.epoch, seq=self._feed.seq, record=self._owned(principal, task_id))
+
+    async def changes(self, epoch: str | None, since: int, timeout_s: float) -> Changes:
+        """Long-poll the change feed (``actors.change_feed``): every principal's records changed and the ids
+        deleted after (``epoch``, ``since``), as soon as there is one, or none after ``timeout_s``; at once a
+        reset when the reader's position is not one of this instance's feed."""
+        self._bind_loop()
+        assert self._changed is not None
+        if self._feed.readable(epoch, since):
+            async with self._changed:
+                try:
+                    await asyncio.wait_for(self._changed.wait_for(lambda: self._feed.seq > since), timeout_s)
+                except TimeoutError:
+                    pass
+        return self._feed.since(epoch, since, self._tasks.__getitem__)
 
     async def get_any(self, task_id: str) -> TaskRecord | None:
         """Unscoped read for the internal render driver."""
@@ -355,10 +380,15 @@ class TaskRegistry:
             unsaved = 0
         self._unsaved[task_id] = unsaved
         self._tasks[task_id] = rec
+        self._feed.changed(task_id)
+        await self._notify()
+        return rec
+
+    async def _notify(self) -> None:
+        """Wake the long polls (``watch``, ``changes``): something was published."""
         assert self._changed is not None
         async with self._changed:
             self._changed.notify_all()
-        return rec
 
     # -- render driver -----------------------------------------------------------------------------------
 
@@ -580,6 +610,9 @@ class TaskRegistry:
         for rec in recs:
             self._tasks.pop(rec.task_id, None)
             self._unsaved.pop(rec.task_id, None)
+        if recs:
+            self._feed.deleted(rec.task_id for rec in recs)
+            await self._notify()
 
     async def _expire_assets(self, now_ms: int, batch: int) -> int:
         """Delete up to ``batch`` assets uploaded more than ``asset_retention_s`` ago that no non-terminal task

@@ -47,7 +47,7 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run(), admission.heartbeats():
+        async with manager.run(), admission.heartbeats(), service.records.following():
             yield
 
     protected = [

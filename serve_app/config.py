@@ -72,6 +72,8 @@ class Config(BaseSettings):
     max_listen_task_ids: int = 100  # taskIds in one subscriptions/listen
     listen_idle_s: float = 300.0  # a listen stream that has sent nothing for this long ends
     lease_ttl_s: float = 30.0  # a dead replica's slots are freed after this
+    # Task records each replica mirrors for tasks/get, kept fresh by the registry's change feed; 0: no mirror.
+    record_mirror_size: int = Field(default=10_000, ge=0)
     allowed_origins: str = ""  # comma-separated origins beside the server's own
     allowed_hosts: str = ""  # comma-separated Host names beside the server's own
 

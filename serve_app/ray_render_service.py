@@ -1,7 +1,9 @@
 """`RenderService` over Ray: what a Serve replica calls for every MCP and HTTP request.
 
 Stateless: task state lives in the TaskRegistry actor, rendering in the RenderSupervisor actor, bytes in
-the media store (the data dir, or a bucket). Any replica can answer any request.
+the media store (the data dir, or a bucket). Any replica can answer any request. Record reads go through the
+replica's `RecordMirror` (serve_app.record_mirror), which follows the registry's change feed; long polls
+(`watch`) and writes go to the registry.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from serve_app.config import Config
 from serve_app.handles import registry_handle
 from serve_app.http_files import ArtifactFile, UploadLimits
 from serve_app.media_limits import check_stored_facts, media_refusal
+from serve_app.record_mirror import RayRegistryFeed, RecordMirror
 from serve_app.supervisor import supervisor_handle
 
 
@@ -31,6 +34,7 @@ class RayRenderService:
         self.assets = AssetStore(config)
         self.upload_limits = UploadLimits(config.max_asset_bytes, config.asset_retention_s)
         self.registry = registry_handle(config)
+        self.records = RecordMirror(RayRegistryFeed(self.registry), config.record_mirror_size)
         self.supervisor = supervisor_handle(config)
 
     def _check_assets(self, principal: str, request: RenderRequest) -> None:
@@ -71,20 +75,24 @@ class RayRenderService:
             raise errors.idempotency_conflict(exc.task_id) from None
         except QuotaExceeded as exc:
             raise errors.render_quota_exceeded(request, exc.active, exc.limit, exc.retry_after_ms) from None
+        self.records.forget(rec.task_id)
         if not rec.status.terminal:
             await self.supervisor.start.remote(rec.task_id)
         return rec
 
     async def get_render(self, principal: str, render_id: str) -> TaskRecord | None:
-        return await self.registry.get.remote(principal, render_id)
+        return await self.records.get(principal, render_id)
 
     async def answer_approval(
         self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None
     ) -> ApprovalAnswer:
-        return await self.registry.answer_input.remote(principal, render_id, approved, note, key)
+        answer = await self.registry.answer_input.remote(principal, render_id, approved, note, key)
+        self.records.forget(render_id)
+        return answer
 
     async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
         rec = await self.registry.request_cancel.remote(principal, render_id)
+        self.records.forget(render_id)
         if rec is not None and not rec.status.terminal:
             await self.supervisor.cancel.remote(render_id)
         return rec
@@ -112,7 +120,7 @@ class RayRenderService:
         return artifact, await self._read(final_key(render_id, ext), render_id)
 
     async def read_preview(self, principal: str, render_id: str) -> bytes:
-        if await self.registry.get.remote(principal, render_id) is None:
+        if await self.records.get(principal, render_id) is None:
             raise self.artifact_missing(render_id)
         return await self._read(preview_key(render_id), render_id)
 

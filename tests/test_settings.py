@@ -57,6 +57,7 @@ DOCUMENTED = {
     "VIDFORGE_MAX_LISTEN_TASK_IDS": ("max_listen_task_ids", 100, 3),
     "VIDFORGE_LISTEN_IDLE_S": ("listen_idle_s", 300.0, 2.0),
     "VIDFORGE_LEASE_TTL_S": ("lease_ttl_s", 30.0, 3.0),
+    "VIDFORGE_RECORD_MIRROR_SIZE": ("record_mirror_size", 10_000, 0),
     "VIDFORGE_ALLOWED_ORIGINS": ("allowed_origins", "", "https://a.example"),
     "VIDFORGE_ALLOWED_HOSTS": ("allowed_hosts", "", "vf.internal"),
     "VIDFORGE_IDEMPOTENCY_TTL_S": ("idempotency_ttl_s", 86_400, 600),

@@ -12,7 +12,8 @@ import uuid
 import pytest
 
 from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry, TaskStore
-from actors.task_registry import MAX_UNSAVED_BUMPS, Created, IdempotencyConflict
+from actors.change_feed import Changes
+from actors.task_registry import DELETION_LOG_BATCHES, MAX_UNSAVED_BUMPS, Created, IdempotencyConflict
 from mcp_protocol.domain import (
     AnswerResult,
     Approval,
@@ -703,6 +704,111 @@ def test_watch_returns_at_once_when_already_newer_and_times_out_otherwise(tmp_pa
         assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
         await reg.set_progress(theirs.task_id, 1, 10)  # a foreign change never wakes this principal
         assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
+
+    run(scenario())
+
+
+# -- change feed -------------------------------------------------------------------------------------------
+
+
+async def feed_position(reg):
+    """Where a new reader starts: its first call (no epoch) is answered at once with a reset and the position."""
+    start = await reg.changes(None, 0, timeout_s=30)
+    assert start.reset and start.records == () and start.deleted == ()
+    return start.epoch, start.seq
+
+
+async def expired_tasks(reg, clock, count):
+    """``count`` finished tasks, with the clock moved past their retention."""
+    ids = [(await task_in(reg, "completed")).task_id for _ in range(count)]
+    clock.advance(8 * DAY_S)
+    return ids
+
+
+def test_changes_lists_every_principals_changes_after_the_readers_position(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        epoch, start = await feed_position(reg)
+        mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
+        await reg.set_progress(mine.task_id, 5, 10)
+        first = await reg.changes(epoch, start, timeout_s=30)
+        assert not first.reset and first.epoch == epoch and first.seq == start + 3
+        # each changed task once, as it is now, in the order of its last change
+        assert first.records == (await reg.get_any(theirs.task_id), await reg.get_any(mine.task_id))
+        assert first.deleted == ()
+        await reg.request_cancel("bob", theirs.task_id)
+        second = await reg.changes(epoch, first.seq, timeout_s=30)
+        assert second.records == (await reg.get_any(theirs.task_id),) and second.seq == first.seq + 1
+
+    run(scenario())
+
+
+def test_changes_waits_for_a_change_and_times_out_with_none(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        epoch, start = await feed_position(reg)
+        quiet = await reg.changes(epoch, start, timeout_s=0.05)
+        assert quiet == Changes(epoch=epoch, seq=start)
+        waiter = asyncio.create_task(reg.changes(epoch, start, timeout_s=30))
+        await asyncio.sleep(0)  # let the reader start waiting (correct either way: it re-checks the sequence)
+        task = await new_task(reg)
+        assert (await asyncio.wait_for(waiter, 30)).records == (task,)
+
+    run(scenario())
+
+
+def test_changes_lists_the_tasks_the_sweep_deleted(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock)
+        gone = await expired_tasks(reg, clock, 2)
+        epoch, start = await feed_position(reg)
+        kept = await new_task(reg)
+        waiter = asyncio.create_task(reg.changes(epoch, start + 1, timeout_s=30))
+        await asyncio.sleep(0)
+        assert (await reg.sweep()).tasks_deleted == 2
+        deletion = await asyncio.wait_for(waiter, 30)  # a purge wakes the feed's readers
+        assert deletion.deleted == tuple(gone) and deletion.records == () and deletion.seq == start + 3
+        since_start = await reg.changes(epoch, start, timeout_s=30)
+        assert since_start.records == (kept,) and since_start.deleted == tuple(gone)
+
+    run(scenario())
+
+
+def test_changes_resets_a_reader_of_another_instance_or_behind_the_deletion_log(tmp_path):
+    async def scenario():
+        clock = FakeClock()
+        reg = make(tmp_path, clock, sweep_batch=1)  # the log keeps DELETION_LOG_BATCHES deletions
+        epoch, start = await feed_position(reg)
+        await expired_tasks(reg, clock, DELETION_LOG_BATCHES + 1)
+        mid = start + 2 * (DELETION_LOG_BATCHES + 1)  # after the creations, before any deletion
+        await reg.sweep()  # one deletion: still in the log
+        assert not (await reg.changes(epoch, mid, timeout_s=30)).reset
+        for _ in range(DELETION_LOG_BATCHES):
+            await reg.sweep()
+        behind = await reg.changes(epoch, mid, timeout_s=30)  # the first deletion left the log
+        assert behind.reset and behind.records == behind.deleted == () and behind.seq == mid + DELETION_LOG_BATCHES + 1
+        assert not (await reg.changes(epoch, mid + 1, timeout_s=30)).reset
+        other = await reg.changes("another-instance", behind.seq, timeout_s=30)
+        assert other.reset and other.epoch == epoch
+        restarted = make(tmp_path, clock, sweep_batch=1)
+        assert (await restarted.changes(epoch, behind.seq, timeout_s=30)).reset
+        assert (await restarted.read("alice", "task_x")).epoch != epoch
+
+    run(scenario())
+
+
+def test_read_answers_like_get_with_the_feed_position(tmp_path):
+    async def scenario():
+        reg = make(tmp_path)
+        epoch, start = await feed_position(reg)
+        task = await new_task(reg, "alice")
+        snapshot = await reg.read("alice", task.task_id)
+        assert (snapshot.epoch, snapshot.seq, snapshot.record) == (epoch, start + 1, task)
+        await reg.set_progress(task.task_id, 1, 10)
+        assert (await reg.read("alice", task.task_id)).seq == start + 2
+        foreign, unknown = await reg.read("mallory", task.task_id), await reg.read("alice", "task_doesnotexist")
+        assert foreign.record is None and unknown.record is None and foreign.seq == unknown.seq == start + 2
 
     run(scenario())
 

@@ -45,8 +45,10 @@ class RenderService(Protocol):
         """
         ...
 
-    async def get_render(self, principal: str, render_id: str) -> TaskRecord | None:
-        """The record, or None when unknown or another principal's (answered identically)."""
+    async def get_render(self, principal: str, render_id: str, *, fresh: bool = False) -> TaskRecord | None:
+        """The record, or None when unknown or another principal's (answered identically). A read may lag a change
+        made through another replica by milliseconds; `fresh` asks the owner of task state itself, for a decision
+        a write depends on."""
         ...
 
     async def answer_approval(

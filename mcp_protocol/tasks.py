@@ -96,11 +96,13 @@ class TaskMethods:
         self._service = service
         self._settings = settings
 
-    async def _record(self, caller: Caller, headers: Mapping[str, str] | None, task_id: str) -> TaskRecord:
+    async def _record(
+        self, caller: Caller, headers: Mapping[str, str] | None, task_id: str, fresh: bool = False
+    ) -> TaskRecord:
         check_mcp_name(headers, task_id)
         if not caller.tasks:
             raise missing_tasks_capability()
-        rec = await self._service.get_render(caller.principal, task_id)
+        rec = await self._service.get_render(caller.principal, task_id, fresh=fresh)
         if rec is None:
             raise errors.task_not_found()
         expired_at_ms = rec.created_at_ms + rec.ttl_ms
@@ -115,8 +117,9 @@ class TaskMethods:
         return views.detailed_task(rec, caller, self._settings.result_retention_s)
 
     async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
-        """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored."""
-        rec = await self._record(caller, headers, params.task_id)
+        """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored. The keys are
+        checked against the registry's own record: a replica's mirror may not have the round just opened yet."""
+        rec = await self._record(caller, headers, params.task_id, fresh=True)
         for key, response in params.input_responses.items():
             if rec.pending is None or key != rec.pending.key:
                 continue

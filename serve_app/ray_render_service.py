@@ -80,7 +80,9 @@ class RayRenderService:
             await self.supervisor.start.remote(rec.task_id)
         return rec
 
-    async def get_render(self, principal: str, render_id: str) -> TaskRecord | None:
+    async def get_render(self, principal: str, render_id: str, *, fresh: bool = False) -> TaskRecord | None:
+        if fresh:
+            return await self.registry.get.remote(principal, render_id)
         return await self.records.get(principal, render_id)
 
     async def answer_approval(

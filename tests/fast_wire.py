@@ -87,8 +87,8 @@ class MemoryRenderService:
             raise errors.render_quota_exceeded(request, exc.active, exc.limit, exc.retry_after_ms) from None
         return rec
 
-    async def get_render(self, principal: str, render_id: str) -> TaskRecord | None:
-        return await self.registry.get(principal, render_id)
+    async def get_render(self, principal: str, render_id: str, *, fresh: bool = False) -> TaskRecord | None:
+        return await self.registry.get(principal, render_id)  # in-process: every read is fresh
 
     async def answer_approval(
         self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None

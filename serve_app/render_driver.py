@@ -1,7 +1,8 @@
 """The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file in the media store.
 
     read_source (probe, and the watermark preview; isolated) -> plan_segments -> encode_audio || encode_segment
-        x N (each started by the pool's fair scheduler) -> [approval gate] -> mux_segments (Ray task)
+        x N (each started by the pool's fair scheduler; the audio beside the first) -> [approval gate]
+        -> mux_segments (Ray task)
         -> out_path in job.media
 
 Data flow: raw frames never leave a task, and encoded media never passes through the driver (the task
@@ -154,6 +155,16 @@ class RenderPool:
     def __init__(self, scheduler: SegmentScheduler | None = None) -> None:
         self.scheduler = scheduler or SegmentScheduler()
         self._tally: Any = None
+        self._local_cpus: float | None = None
+
+    def local_node_takes_work(self) -> bool:
+        """Whether the node this process runs on offers CPUs to tasks (not a head started with --num-cpus=0),
+        so a CPU-less task, which Ray places on the submitting node, may run here. Read once."""
+        if self._local_cpus is None:
+            node_id = ray.get_runtime_context().get_node_id()
+            nodes = [node for node in ray.nodes() if node["NodeID"] == node_id]
+            self._local_cpus = nodes[0]["Resources"].get("CPU", 0.0) if nodes else 0.0
+        return self._local_cpus > 0
 
     def tally(self) -> Any:
         if self._tally is None:
@@ -266,11 +277,17 @@ class RenderRun:
         self._tally.actor.open.remote(self._key, len(segments))
         await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
 
-        # The audio first: it would otherwise run alone after the (equally sized) segments end together.
-        audio = self._schedule(_audio_task, {}, job.source_path, spec.output_format)
+        # The audio rides along with the first segment where a CPU-less task may run here (one node, or a head that
+        # takes work): it shares that segment's CPU (the OS interleaves them, as ffmpeg's threads would), so no
+        # segment waits behind it. Otherwise it takes a worker's CPU of its own, first: it would otherwise run
+        # alone after the (equally sized) segments end together.
+        ride_along = self._pool.local_node_takes_work()
+        audio = None if ride_along else self._schedule(_audio_task, {}, job.source_path, spec.output_format)
         parts = [
             self._schedule(segment_task, segment_options, job.source_path, s, spec, info, self._tally) for s in segments
         ]
+        if audio is None:
+            audio = self._ride_along(parts[0], _audio_task, job.source_path, spec.output_format)
 
         gate = [self._approval_gate(source.preview_png)] if source.preview_png is not None else []
         work = (self._encode(parts, info), self._audio(audio), *gate)
@@ -310,6 +327,16 @@ class RenderRun:
             return refs if isinstance(refs, list) else [refs]
 
         return self._pool.scheduler.submit(self.job.principal, self._key, start, final)
+
+    def _ride_along(self, carrier: asyncio.Future[Dispatched], task, *args) -> asyncio.Future[Dispatched]:
+        """Start `task` the moment `carrier` (a scheduled task of this render) starts, asking Ray for no CPU: it
+        shares the carrier's, on the driver's node (Ray places a CPU-less task locally)."""
+
+        async def start() -> Dispatched:
+            dispatched = await carrier
+            return replace(dispatched, refs=self._submit(task, {"num_cpus": 0}, *args))
+
+        return asyncio.ensure_future(start())
 
     async def _summary(self, started: asyncio.Future[Dispatched]) -> Any:
         """The summary (first return) of a scheduled task, once it has been started and has ended."""

@@ -4,6 +4,7 @@ follows the registry's change feed and reads through it, exactly as over Ray, wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -88,11 +89,18 @@ def follow(tmp_path, capacity: int = 100):
     return reg, feed, RecordMirror(feed, capacity, wait_s=WAIT_S)
 
 
+@contextlib.asynccontextmanager
+async def live_mirror(tmp_path, capacity: int = 100):
+    """A mirror following a fresh registry, once its feed has answered (live)."""
+    reg, feed, mirror = follow(tmp_path, capacity)
+    async with mirror.following():
+        await until(lambda: mirror.live, "the mirror live")
+        yield reg, feed, mirror
+
+
 def test_a_mirrored_record_is_refreshed_by_the_feed(tmp_path):
     async def scenario():
-        reg, feed, mirror = follow(tmp_path)
-        async with mirror.following():
-            await until(lambda: mirror.live, "the mirror live")
+        async with live_mirror(tmp_path) as (reg, feed, mirror):
             task = await new_task(reg)
             assert await mirror.get("alice", task.task_id) == task and task.task_id in mirror
             reads = feed.reads
@@ -108,9 +116,7 @@ def test_a_mirrored_record_is_refreshed_by_the_feed(tmp_path):
 
 def test_a_foreign_task_answers_like_an_unknown_one_and_unknown_is_never_mirrored(tmp_path):
     async def scenario():
-        reg, feed, mirror = follow(tmp_path)
-        async with mirror.following():
-            await until(lambda: mirror.live, "the mirror live")
+        async with live_mirror(tmp_path) as (reg, feed, mirror):
             task = await new_task(reg, "alice")
             assert await mirror.get("mallory", task.task_id) is None  # read through: nothing mirrored yet
             assert task.task_id not in mirror
@@ -130,9 +136,7 @@ def test_a_foreign_task_answers_like_an_unknown_one_and_unknown_is_never_mirrore
 
 def test_a_read_behind_an_applied_change_is_answered_but_not_kept(tmp_path):
     async def scenario():
-        reg, feed, mirror = follow(tmp_path)
-        async with mirror.following():
-            await until(lambda: mirror.live, "the mirror live")
+        async with live_mirror(tmp_path) as (reg, feed, mirror):
             task = await new_task(reg)
             await applied(feed, reg)
             feed.hold_reads = asyncio.Event()
@@ -154,9 +158,7 @@ def test_a_read_behind_an_applied_change_is_answered_but_not_kept(tmp_path):
 
 def test_a_write_through_this_replica_drops_its_task(tmp_path):
     async def scenario():
-        reg, feed, mirror = follow(tmp_path)
-        async with mirror.following():
-            await until(lambda: mirror.live, "the mirror live")
+        async with live_mirror(tmp_path) as (reg, feed, mirror):
             task = await new_task(reg)
             await mirror.get("alice", task.task_id)
             cancelling = await reg.request_cancel("alice", task.task_id)
@@ -177,9 +179,7 @@ def test_a_write_through_this_replica_drops_its_task(tmp_path):
 
 def test_a_restarted_registry_resets_the_mirror(tmp_path):
     async def scenario():
-        reg, feed, mirror = follow(tmp_path)
-        async with mirror.following():
-            await until(lambda: mirror.live, "the mirror live")
+        async with live_mirror(tmp_path) as (reg, feed, mirror):
             tasks = [await new_task(reg) for _ in range(2)]
             for task in tasks:
                 await mirror.get("alice", task.task_id)
@@ -196,9 +196,7 @@ def test_a_restarted_registry_resets_the_mirror(tmp_path):
 
 def test_a_failing_feed_empties_the_mirror_and_reads_go_through_until_it_answers(tmp_path):
     async def scenario():
-        reg, feed, mirror = follow(tmp_path)
-        async with mirror.following():
-            await until(lambda: mirror.live, "the mirror live")
+        async with live_mirror(tmp_path) as (reg, feed, mirror):
             task = await new_task(reg)
             await mirror.get("alice", task.task_id)
             feed.failing = True
@@ -228,9 +226,7 @@ def test_capacity_zero_turns_the_mirror_off(tmp_path):
 
 def test_the_least_recently_read_record_goes_first(tmp_path):
     async def scenario():
-        reg, feed, mirror = follow(tmp_path, capacity=2)
-        async with mirror.following():
-            await until(lambda: mirror.live, "the mirror live")
+        async with live_mirror(tmp_path, capacity=2) as (reg, feed, mirror):
             first, second, third = [await new_task(reg) for _ in range(3)]
             for task in (first, second, first, third):
                 await mirror.get("alice", task.task_id)

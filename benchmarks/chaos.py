@@ -333,7 +333,7 @@ def run_chaos(short: bool, count: int | None = None, seed: int = 20261203) -> Ch
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vidforge-chaos-") as tmp:
         work = Path(tmp)
-        seconds = (2.0, 4.0) if short else (8.0, 12.0, 16.0)
+        seconds = (3.0, 5.0) if short else (8.0, 12.0, 16.0)
         width, height = (320, 180) if short else (640, 360)
         clips = {
             f"clip{i}": make_clip(str(work / f"clip{i}.mp4"), seconds=s, width=width, height=height)

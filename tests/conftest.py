@@ -1,6 +1,20 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration, and the two `vidforge serve` processes the end-to-end modules share.
+
+A server start costs 15-30 s on a loaded 2-core machine, so every module whose checks hold on the shared
+settings uses one of two session-scoped servers instead of starting its own:
+
+- `shared_server`: bearer tokens. Its tokens file is the union of the `TOKENS` of the modules that use it, and
+  no principal may belong to two modules, so quotas, idempotency keys and isolation checks stay per module.
+- `open_server`: no tokens file (loopback, unauthenticated), for clients that send no credentials.
+
+Both run with a 0.5 s poll hint (clients that honour it finish sooner) and a 4 MiB inline-resource limit;
+`shared_server` also lists one operator origin (`SHARED_ALLOWED_ORIGIN`). Modules that need other settings,
+restarts or kills start their own `tests.harness.ServerProcess`.
+"""
 
 import pytest
+
+from tests.harness import SHARED_ALLOWED_ORIGIN, SHARED_ENV, ServerProcess
 
 
 def pytest_configure(config):
@@ -16,3 +30,34 @@ def s3_server(tmp_path_factory):
     server = S3Server(tmp_path_factory.mktemp("s3")).start()
     yield server
     server.stop()
+
+
+def module_tokens(session: pytest.Session) -> dict[str, str]:
+    """The union of the `TOKENS` of the collected modules that use `shared_server`, one owner per principal."""
+    tokens: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    modules = {item.module for item in session.items if "shared_server" in getattr(item, "fixturenames", ())}
+    for module in sorted(modules, key=lambda m: m.__name__):
+        for token, principal in module.TOKENS.items():
+            assert token not in tokens, f"token {token!r} of {module.__name__} is also {owner[tokens[token]]}'s"
+            assert owner.setdefault(principal, module.__name__) == module.__name__, (
+                f"principal {principal!r} belongs to both {owner[principal]} and {module.__name__}"
+            )
+            tokens[token] = principal
+    return tokens
+
+
+@pytest.fixture(scope="session")
+def shared_server(request, tmp_path_factory):
+    env = {**SHARED_ENV, "VIDFORGE_ALLOWED_ORIGINS": SHARED_ALLOWED_ORIGIN}
+    tokens = module_tokens(request.session)
+    proc = ServerProcess(tmp_path_factory.mktemp("shared") / "data", env=env, tokens=tokens).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def open_server(tmp_path_factory):
+    proc = ServerProcess(tmp_path_factory.mktemp("open") / "data", env=SHARED_ENV).start()
+    yield proc
+    proc.stop()

@@ -26,6 +26,9 @@ TASKS_EXT = "io.modelcontextprotocol/tasks"
 START_TIMEOUT_S = 240
 RENDER_DEADLINE_S = 300
 TERMINAL = ("completed", "failed", "cancelled")
+# The settings of the session's shared servers (tests/conftest.py).
+SHARED_ENV = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": str(4 * 1024 * 1024)}
+SHARED_ALLOWED_ORIGIN = "https://app.example"  # the operator-listed origin of the shared tokens server
 # The catalog every client of either era must see, in tools/list order.
 TOOL_NAMES = [
     "vidforge_render_video",

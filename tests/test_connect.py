@@ -17,11 +17,12 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.harness import REPO, TOOL_NAMES, ServerProcess
+from tests.harness import REPO, TOOL_NAMES
 
 pytestmark = pytest.mark.ray
 
 TOKEN = "tok-connect"
+TOKENS = {TOKEN: "agent"}  # on the session's shared server (tests/conftest.py)
 README = REPO / "README.md"
 DOC_ADDRESS = "127.0.0.1:8000"
 HOSTS = REPO / "tests" / "clients" / "inspector" / "node_modules"
@@ -32,10 +33,8 @@ CLI_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = ServerProcess(tmp_path_factory.mktemp("connect") / "data", tokens={TOKEN: "agent"}).start()
-    yield proc
-    proc.stop()
+def server(shared_server):
+    return shared_server
 
 
 def connect_section() -> str:

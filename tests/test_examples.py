@@ -12,21 +12,19 @@ import sys
 
 import pytest
 
-from tests.harness import RENDER_DEADLINE_S, REPO, ServerProcess, Wire, upload
+from tests.harness import RENDER_DEADLINE_S, REPO, Wire, upload
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
 
 TOKEN = "tok-example"
+TOKENS = {TOKEN: "user"}  # on the session's shared server (tests/conftest.py)
 EXAMPLE = "examples/render_with_sdk.py"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    env = {"VIDFORGE_POLL_INTERVAL_MS": "500"}
-    proc = ServerProcess(tmp_path_factory.mktemp("example") / "data", env=env, tokens={TOKEN: "user"}).start()
-    yield proc
-    proc.stop()
+def server(shared_server):
+    return shared_server
 
 
 def run_example(server, token: str, *args: str, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:

@@ -91,20 +91,30 @@ def test_discovery_is_the_contract(wire):
         "private",
         [PROTOCOL],
     )
+    assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "vidforge"
     tools = wire.result("tools/list")["tools"]
     assert [tool["name"] for tool in tools] == TOOL_NAMES
     contract = json.loads(
         (REPO.parent / "shared/design/000_7c3b4fd17160ea82.txt").read_text().split("```json")[4].split("```")[0]
     )
     assert tools[0] == contract
+    for tool in tools:
+        assert tool["inputSchema"]["additionalProperties"] is False and tool["outputSchema"]["type"] == "object"
+        assert set(tool["annotations"]) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
     for method, params in [
+        ("tools/list", {}),
         ("resources/list", {}),
         ("resources/templates/list", {}),
         ("resources/read", {"uri": "vidforge://capabilities"}),
     ]:
         result = wire.result(method, params, params.get("uri"))
+        assert result["resultType"] == "complete" and "io.modelcontextprotocol/serverInfo" in result["_meta"]
         assert isinstance(result["ttlMs"], int) and result["cacheScope"] == "private"
     summary = wire.tool("vidforge_get_capabilities", {})["structuredContent"]
+    assert summary["server"]["fingerprint"].startswith("vidforge@1.0.0+")
+    codes = {entry["code"] for entry in summary["error_catalog"]}
+    assert {entry["code"] for entry in tools[0]["_meta"]["com.vidforge/errors"]} <= codes
+    assert {"approval_already_recorded", "task_expired", "invalid_argument"} <= codes
     read = wire.result("resources/read", {"uri": "vidforge://capabilities"}, "vidforge://capabilities")
     assert json.loads(read["contents"][0]["text"]) == summary
 
@@ -150,6 +160,7 @@ def test_parse_errors_batches_and_the_body_limit(wire):
     big = rpc("tools/call", {"name": "vidforge_get_capabilities", "arguments": {"pad": "x" * (2 * 1024 * 1024)}})
     response = send(wire, big, {"Mcp-Method": "tools/call", "Mcp-Name": "vidforge_get_capabilities"})
     assert response.status_code == 413 and response.json()["error"]["data"] == {"max_body_bytes": 1024 * 1024}
+    assert "limit" in response.json()["error"]["message"]
 
 
 def test_credentials_and_origin(wire):
@@ -205,6 +216,7 @@ def test_argument_validation_is_a_tool_error_with_a_callable_repair(wire, tool, 
     assert result["isError"] is True and envelope["code"] == "invalid_argument"
     assert envelope["details"]["field"] == field and envelope["repair"]["next_step"] == step
     assert envelope["repair"]["tool"] == tool and envelope["temporary"] is False
+    assert envelope["fingerprint"].startswith("vidforge@") and result["content"][0]["type"] == "text"
     if step == "drop_unknown_argument":  # a mechanical fix: the repair is literally callable
         fixed = wire.tool(tool, envelope["repair"]["arguments"])
         assert fixed["structuredContent"].get("code") != "invalid_argument"
@@ -461,6 +473,7 @@ def test_forced_error_per_tool_carries_the_full_envelope(wire):
         assert response.status_code == 200 and result["isError"] is True, name
         assert set(result["structuredContent"]) == keys and result["content"][0]["type"] == "text", name
         assert result["structuredContent"]["repair"]["arguments"] is not None, name
+    assert wire.task("tasks/get", "task_missing")["error"]["code"] == -32602
 
 
 def test_discovery_stays_under_the_documented_size_budget(wire):

@@ -7,21 +7,25 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import ServerProcess, Wire, poll_task, upload
+from tests.harness import Wire, poll_task, upload
 from tests.media import make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
 
 RENDER = "vidforge_render_video"
+TOKEN = "tok-idem"
+TOKENS = {TOKEN: "idem"}  # on the session's shared server (tests/conftest.py): keys are per principal
 
 
-def test_idempotency_key_replays_one_request_and_refuses_another(tmp_path):
-    server = ServerProcess(tmp_path / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
+def test_idempotency_key_replays_one_request_and_refuses_another(shared_server, tmp_path):
+    server = shared_server
+    # Tiny frames but many of them: still rendering when the fallback replay below asks for it.
+    clip = make_clip(str(tmp_path / "long.mp4"), seconds=120.0, width=160, height=90)
+    source = upload(server, clip, TOKEN)
+    logo = upload(server, make_watermark_png(str(tmp_path / "logo.png")), TOKEN)
+    tasks, fallback = Wire(server.url, token=TOKEN, tasks=True), Wire(server.url, token=TOKEN)
+    first = None
     try:
-        # Tiny frames but many of them: still rendering when the fallback replay below asks for it.
-        clip = make_clip(str(tmp_path / "long.mp4"), seconds=120.0, width=160, height=90)
-        source, logo = upload(server, clip), upload(server, make_watermark_png(str(tmp_path / "logo.png")))
-        tasks, fallback = Wire(server.url, tasks=True), Wire(server.url)
         args = {
             "idempotency_key": "launch-1",
             "source_asset_uri": source,
@@ -65,4 +69,7 @@ def test_idempotency_key_replays_one_request_and_refuses_another(tmp_path):
             {"code": e["code"], "temporary": e["temporary"]} for e in catalog
         ]
     finally:
-        server.stop()
+        if first is not None:  # the shared server goes on serving other modules: stop this long render
+            tasks.task("tasks/cancel", first)
+        tasks.close()
+        fallback.close()

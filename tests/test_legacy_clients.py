@@ -14,12 +14,12 @@ import subprocess
 import httpx
 import pytest
 
-from tests.harness import PROTOCOL, REPO, TERMINAL, ServerProcess, Wire, meta, poll_task, upload, validate
+from tests.harness import PROTOCOL, REPO, TERMINAL, Wire, meta, poll_task, upload, validate
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
 
-TOKENS = {"tok-mcp1": "mcp1", "tok-fastmcp": "fastmcp", "tok-wire": "wire"}
+TOKENS = {"tok-mcp1": "mcp1", "tok-fastmcp": "fastmcp", "tok-wire": "wire"}  # on the shared server (conftest.py)
 CLIENTS = REPO / ".clients"
 SCRIPTS = REPO / "tests" / "clients" / "python"
 CLIENT_TIMEOUT_S = 600
@@ -28,11 +28,8 @@ MODERN_ONLY_KEYS = {"resultType", "ttlMs", "cacheScope"}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": str(4 * 1024 * 1024)}
-    proc = ServerProcess(tmp_path_factory.mktemp("legacy") / "data", env=env, tokens=TOKENS).start()
-    yield proc
-    proc.stop()
+def server(shared_server):
+    return shared_server
 
 
 @pytest.fixture(scope="module")

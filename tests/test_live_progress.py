@@ -27,11 +27,13 @@ ENCODING = re.compile(
 WORKING = re.compile(r"Rendering: (probing the source\.|\d+% \(frame \d+/\d+\), (encoding.*|muxing the output file)\.)")
 
 
+TOKEN = "tok-live"
+TOKENS = {TOKEN: "live"}  # on the session's shared server (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = ServerProcess(tmp_path_factory.mktemp("live") / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
-    yield proc
-    proc.stop()
+def server(shared_server):
+    return shared_server
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def source(server, tmp_path_factory):
     clip = make_clip(
         str(tmp_path_factory.mktemp("live-media") / "720p.mp4"), seconds=20.0, width=1280, height=720, audio=True
     )
-    return upload(server, clip)
+    return upload(server, clip, TOKEN)
 
 
 def listen(server: ServerProcess, wire: Wire, task_id: str, seen: list[dict]) -> None:
@@ -63,7 +65,7 @@ def listen(server: ServerProcess, wire: Wire, task_id: str, seen: list[dict]) ->
 
 
 def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
-    wire = Wire(server.url, tasks=True)
+    wire = Wire(server.url, token=TOKEN, tasks=True)
     tools = {t["name"]: t for t in wire.result("tools/list")["tools"]}
     status_schema = Draft202012Validator(tools["vidforge_get_render_status"]["outputSchema"])
     args = {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"}

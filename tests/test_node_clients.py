@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.harness import REPO, ServerProcess, upload
+from tests.harness import REPO, upload
 from tests.media import decode_all, make_clip, make_watermark_png
 
 NODE_DIR = REPO / "tests" / "clients" / "node"
@@ -42,11 +42,9 @@ def node(*args: str, timeout: float) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    # Short poll hints keep the TS client's status polling (it honours poll_after_ms) brief.
-    proc = ServerProcess(tmp_path_factory.mktemp("node") / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
-    yield proc
-    proc.stop()
+def server(open_server):
+    # No credentials (the clients send none); its short poll hints keep the TS client's status polling brief.
+    return open_server
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,12 @@ import pytest
 
 from serve_app.config import Config
 from serve_app.origin import OriginPolicy
-from tests.harness import ServerProcess, Wire, free_port, meta, validate
+from tests.harness import SHARED_ALLOWED_ORIGIN as ALLOWED
+from tests.harness import Wire, free_port, meta, validate
 from tests.media import make_clip
 
-TOKENS = {"tok-alice": "alice"}
-ALLOWED = "https://app.example"
+TOKEN = "tok-origin"
+TOKENS = {TOKEN: "origin"}  # on the session's shared server, which lists ALLOWED (tests/conftest.py)
 EVIL_ORIGIN = "http://evil.example"
 EVIL_HOST = "evil.example"
 
@@ -25,18 +26,13 @@ def clip(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def loopback(tmp_path_factory):
-    proc = ServerProcess(tmp_path_factory.mktemp("origin-loopback") / "data").start()
-    yield proc
-    proc.stop()
+def loopback(open_server):
+    return open_server
 
 
 @pytest.fixture(scope="module")
-def tokens_server(tmp_path_factory):
-    env = {"VIDFORGE_ALLOWED_ORIGINS": ALLOWED}
-    proc = ServerProcess(tmp_path_factory.mktemp("origin-tokens") / "data", env=env, tokens=TOKENS).start()
-    yield proc
-    proc.stop()
+def tokens_server(shared_server):
+    return shared_server
 
 
 def send(server, route: str, headers: dict[str, str], clip: str | None = None) -> httpx.Response:
@@ -95,16 +91,16 @@ def test_loopback_serves_its_own_and_local_origins(loopback, clip):
 @pytest.mark.ray
 @pytest.mark.parametrize("route", ROUTES)
 def test_tokens_mode_refuses_a_foreign_origin_even_with_a_valid_token(tokens_server, clip, route):
-    refused = send(tokens_server, route, {"Origin": EVIL_ORIGIN, "_token": "tok-alice"}, clip)
+    refused = send(tokens_server, route, {"Origin": EVIL_ORIGIN, "_token": TOKEN}, clip)
     assert_refused(route, refused, "origin_not_allowed")
-    refused = send(tokens_server, route, {"Host": EVIL_HOST, "_token": "tok-alice"}, clip)
+    refused = send(tokens_server, route, {"Host": EVIL_HOST, "_token": TOKEN}, clip)
     assert_refused(route, refused, "host_not_allowed")
 
 
 @pytest.mark.ray
 def test_tokens_mode_serves_an_operator_allowed_origin_and_still_authenticates(tokens_server, clip):
-    assert send(tokens_server, "assets", {"Origin": ALLOWED, "_token": "tok-alice"}, clip).status_code == 201
-    assert send(tokens_server, "mcp", {"Origin": ALLOWED, "_token": "tok-alice"}).status_code == 200
+    assert send(tokens_server, "assets", {"Origin": ALLOWED, "_token": TOKEN}, clip).status_code == 201
+    assert send(tokens_server, "mcp", {"Origin": ALLOWED, "_token": TOKEN}).status_code == 200
     assert send(tokens_server, "assets", {"Origin": ALLOWED}, clip).status_code == 401
 
 

@@ -74,8 +74,19 @@ def create_behind_the_service(server: ServerProcess, principal: str, arguments: 
 
 
 @pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module (a start costs 15-30 s): each test leaves no render of its own running, and the
+    whole-server restart comes last. A quota of one render makes a slot left taken show at the next create."""
+    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1"}
+    proc = ServerProcess(tmp_path_factory.mktemp("recovery") / "data", env=env).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
 def long_clip(tmp_path_factory):
-    return make_clip(str(tmp_path_factory.mktemp("rec") / "long.mp4"), seconds=20.0, width=640, height=360)
+    # 300 frames: every kill below lands once the render is provably encoding, and it still has most to do
+    return make_clip(str(tmp_path_factory.mktemp("rec") / "long.mp4"), seconds=10.0, width=640, height=360)
 
 
 def start_long_render(server: ServerProcess, clip: str) -> tuple[Wire, str]:
@@ -87,71 +98,64 @@ def start_long_render(server: ServerProcess, clip: str) -> tuple[Wire, str]:
     return wire, task_id
 
 
-def test_registry_actor_killed_mid_render(tmp_path, long_clip):
-    server = ServerProcess(tmp_path / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
-    try:
-        wire, task_id = start_long_render(server, long_clip)
-        before = wire.task("tasks/get", task_id)["result"]
-        assert before["status"] == "working", before  # the kill below comes mid-render
-        kill_actor(server, "TaskRegistry")
-        done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
-        assert done["status"] == "completed" and done["result"]["isError"] is False
-        assert done["createdAt"] == before["createdAt"]
-    finally:
-        server.stop()
+def cancel_to_the_end(wire: Wire, task_id: str) -> None:
+    """Cancel a render this test no longer needs and wait until it is terminal, so its quota slot is free."""
+    wire.task("tasks/cancel", task_id)
+    poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
 
 
-def test_supervisor_actor_killed_mid_render_resumes_on_its_own(tmp_path, long_clip):
-    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1"}
-    server = ServerProcess(tmp_path / "data", env=env).start()
-    try:
-        wire, task_id = start_long_render(server, long_clip)
-        in_flight = poll_task(wire, task_id, lambda t: frames_done(t) > 0)  # segments are encoding
-        kill_actor(server, "RenderSupervisor")
-        assert in_flight["status"] == "working"
-        # From here only tasks/get is asked (the registry): nothing calls the restarted supervisor.
-        done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
-        assert done["status"] == "completed" and done["result"]["isError"] is False, done
-        decoded = decode_all(str(server.data_dir / "artifacts" / task_id / "final.mp4"), keep="none")
-        assert decoded.frame_count == decode_all(long_clip, keep="none").frame_count
-        # The quota (1) is free again: a new render is accepted.
-        args = {"source_asset_uri": upload(server, long_clip), "output_format": "webm", "resolution": "720p"}
-        assert wire.tool("vidforge_render_video", args)["resultType"] == "task"
-    finally:
-        server.stop()
+def test_registry_actor_killed_mid_render(server, long_clip):
+    wire, task_id = start_long_render(server, long_clip)
+    before = wire.task("tasks/get", task_id)["result"]
+    assert before["status"] == "working", before  # the kill below comes mid-render
+    kill_actor(server, "TaskRegistry")
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is False
+    assert done["createdAt"] == before["createdAt"]
 
 
-def test_task_whose_start_never_ran_is_driven_by_the_sweep(tmp_path):
-    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1"}
-    server = ServerProcess(tmp_path / "data", env=env).start()
-    try:
-        clip = make_clip(str(tmp_path / "short.mp4"), seconds=3.0)
-        args = {"source_asset_uri": upload(server, clip), "output_format": "mp4", "resolution": "720p"}
-        task_id = create_behind_the_service(server, "local", args)
-        wire = Wire(server.url, tasks=True)
-        done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
-        assert done["status"] == "completed" and done["result"]["isError"] is False, done
-        assert wire.tool("vidforge_render_video", args)["resultType"] == "task"  # its quota slot is free
-    finally:
-        server.stop()
+def test_supervisor_actor_killed_mid_render_resumes_on_its_own(server, long_clip):
+    wire, task_id = start_long_render(server, long_clip)
+    in_flight = poll_task(wire, task_id, lambda t: frames_done(t) > 0)  # segments are encoding
+    kill_actor(server, "RenderSupervisor")
+    assert in_flight["status"] == "working"
+    # From here only tasks/get is asked (the registry): nothing calls the restarted supervisor.
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is False, done
+    decoded = decode_all(str(server.data_dir / "artifacts" / task_id / "final.mp4"), keep="none")
+    assert decoded.frame_count == decode_all(long_clip, keep="none").frame_count
+    # The quota (1) is free again: a new render is accepted.
+    args = {"source_asset_uri": upload(server, long_clip), "output_format": "webm", "resolution": "720p"}
+    created = wire.tool("vidforge_render_video", args)
+    assert created["resultType"] == "task"
+    cancel_to_the_end(wire, created["taskId"])
 
 
-def test_whole_server_restarted_mid_render(tmp_path, long_clip):
-    server = ServerProcess(tmp_path / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}).start()
-    try:
-        wire, task_id = start_long_render(server, long_clip)
-        in_flight = wire.task("tasks/get", task_id)["result"]
-        assert in_flight["status"] == "working", in_flight  # the restart below comes mid-render
-        wire.close()
-        server.restart()
-        recovered = Wire(server.url, tasks=True)  # a second client: it knows nothing but the taskId
-        done = poll_task(recovered, task_id, lambda t: t["status"] in TERMINAL)
-        assert done["status"] == "completed", done
-        assert done["result"]["isError"] is False
-        path = server.data_dir / "artifacts" / task_id / "final.mp4"
-        decoded = decode_all(str(path), keep="none")
-        assert decoded.frame_count == decode_all(long_clip, keep="none").frame_count
-        status = recovered.tool("vidforge_get_render_status", {"render_id": task_id})["structuredContent"]
-        assert status["state"] == "succeeded"
-    finally:
-        server.stop()
+def test_task_whose_start_never_ran_is_driven_by_the_sweep(server, tmp_path):
+    clip = make_clip(str(tmp_path / "short.mp4"), seconds=3.0)
+    args = {"source_asset_uri": upload(server, clip), "output_format": "mp4", "resolution": "720p"}
+    task_id = create_behind_the_service(server, "local", args)
+    wire = Wire(server.url, tasks=True)
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is False, done
+    created = wire.tool("vidforge_render_video", args)
+    assert created["resultType"] == "task"  # its quota slot is free
+    cancel_to_the_end(wire, created["taskId"])
+
+
+def test_whole_server_restarted_mid_render(server, long_clip):
+    """Last in the module: it restarts the module's server."""
+    wire, task_id = start_long_render(server, long_clip)
+    in_flight = wire.task("tasks/get", task_id)["result"]
+    assert in_flight["status"] == "working", in_flight  # the restart below comes mid-render
+    wire.close()
+    server.restart()
+    recovered = Wire(server.url, tasks=True)  # a second client: it knows nothing but the taskId
+    done = poll_task(recovered, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed", done
+    assert done["result"]["isError"] is False
+    path = server.data_dir / "artifacts" / task_id / "final.mp4"
+    decoded = decode_all(str(path), keep="none")
+    assert decoded.frame_count == decode_all(long_clip, keep="none").frame_count
+    status = recovered.tool("vidforge_get_render_status", {"render_id": task_id})["structuredContent"]
+    assert status["state"] == "succeeded"

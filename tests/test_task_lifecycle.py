@@ -1,7 +1,8 @@
 """Issue 4: the task lifecycle end to end — tasks extension, watermark approval, fallback tools,
 idempotency, quotas, isolation, assets/artifacts, notifications and recovery — over real HTTP against a
-real `vidforge serve`, plus the contract's eval fixtures (cold start, first repair, forced errors,
-discovery size budget)."""
+real `vidforge serve`, plus the contract's eval fixtures cold start and first repair. (The other two need no render
+and no Ray: the fast lane checks them on the production `/mcp` stack, in tests/test_fast_wire.py,
+`test_forced_error_per_tool_carries_the_full_envelope` and `test_discovery_stays_under_the_documented_size_budget`.)"""
 
 from __future__ import annotations
 
@@ -28,16 +29,12 @@ from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
 
-TOKENS = {"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}
-DISCOVERY_BUDGET_BYTES = 24 * 1024  # documented in README: the serialized tools/list stays under this
+TOKENS = {"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}  # also the shared server's (conftest.py)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": str(4 * 1024 * 1024)}
-    proc = ServerProcess(tmp_path_factory.mktemp("life") / "data", env=env, tokens=TOKENS).start()
-    yield proc
-    proc.stop()
+def server(shared_server):
+    return shared_server
 
 
 @pytest.fixture(scope="module")
@@ -353,39 +350,6 @@ def test_cold_start_with_only_discovery(server, assets):
     done = poll_task(wire, created["taskId"], lambda t: t["status"] in TERMINAL)
     assert done["status"] == "completed" and done["result"]["isError"] is False
     assert done["result"]["structuredContent"]["watermark_applied"] is False
-
-
-def test_forced_error_per_tool(server):
-    """Eval fixture: each tool's error arrives on its carrier with the full envelope on the serialized wire."""
-    wire = client(server)
-    keys = {"code", "message", "details", "temporary", "retry_after_ms", "repair", "request_id", "fingerprint"}
-    forced = {
-        "vidforge_render_video": {
-            "source_asset_uri": "vidforge://assets/a_0000000000000000",
-            "output_format": "mp4",
-            "resolution": "720p",
-        },
-        "vidforge_get_render_status": {"render_id": "task_missing"},
-        "vidforge_approve_watermark": {"render_id": "task_missing", "approved": True},
-        "vidforge_cancel_render": {"render_id": "task_missing"},
-        "vidforge_get_capabilities": {"unexpected": 1},
-    }
-    for name, arguments in forced.items():
-        raw = wire.request("tools/call", {"name": name, "arguments": arguments}, name=name)
-        assert raw.status_code == 200
-        result = raw.json()["result"]
-        assert result["isError"] is True, name
-        assert set(result["structuredContent"]) == keys, name
-        assert result["content"][0]["type"] == "text"
-        assert result["structuredContent"]["repair"]["arguments"] is not None
-    body = wire.task("tasks/get", "task_missing")
-    assert body["error"]["code"] == -32602
-
-
-def test_discovery_size_budget(server):
-    """Eval fixture: the serialized tools/list stays under the documented budget."""
-    raw = client(server).request("tools/list").content
-    assert len(raw) < DISCOVERY_BUDGET_BYTES, len(raw)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@
 Each wire rule (discovery and the tools contract, cache hints, header rules, versions, unknown methods, parse
 errors, the body limit, argument validation, the malformed-request corpus, foreign origins) is checked one by
 one in process by the fast lane (tests/test_fast_wire.py, the production `/mcp` stack); here
-`test_the_wire_through_the_serve_proxy` checks that the real server, behind Ray Serve's proxy, answers a sample
+`test_the_wire_through_a_real_server` checks that a real server (its Serve replicas answering HTTP) answers a sample
 of them alike, and the rest is what only a real server has: the SDK client, restarts, credentials, the CLI."""
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def error_of(response, status, code):
     return body["error"]
 
 
-def test_the_wire_through_the_serve_proxy(server):
-    """A sample of the fast lane's wire rules, answered alike by the real server behind Ray Serve's proxy."""
+def test_the_wire_through_a_real_server(server):
+    """A sample of the fast lane's wire rules, answered alike by a real server (uvicorn in its Serve replica)."""
     wire = Wire(server.url, token=ALICE)
     try:
         discover = wire.result("server/discover")  # schema-validated, as every Wire answer

@@ -277,11 +277,12 @@ class RenderRun:
         self._tally.actor.open.remote(self._key, len(segments))
         await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
 
-        # The audio rides along with the first segment where a CPU-less task may run here (one node, or a head that
-        # takes work): it shares that segment's CPU (the OS interleaves them, as ffmpeg's threads would), so no
-        # segment waits behind it. Otherwise it takes a worker's CPU of its own, first: it would otherwise run
-        # alone after the (equally sized) segments end together.
-        ride_along = self._pool.local_node_takes_work()
+        # On an idle cluster where a CPU-less task may run here (one node, or a head that takes work), the audio
+        # rides along with the first segment: it shares that segment's CPU (the OS interleaves them, as ffmpeg's
+        # threads would), so no segment waits behind it. Otherwise it takes a CPU of its own in the scheduler,
+        # first (it would otherwise run alone after the equally sized segments end together): with every CPU busy
+        # a rider gains nothing and costs Ray one more worker process.
+        ride_along = self._pool.scheduler.idle() and self._pool.local_node_takes_work()
         audio = None if ride_along else self._schedule(_audio_task, {}, job.source_path, spec.output_format)
         parts = [
             self._schedule(segment_task, segment_options, job.source_path, s, spec, info, self._tally) for s in segments

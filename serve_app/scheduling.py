@@ -141,6 +141,10 @@ class SegmentScheduler:
         take (at least 1)."""
         return max(1, self._capacity() - self._running - len(self._queue) - len(self._final))
 
+    def idle(self) -> bool:
+        """No task running, queued or reserved: a render planned now has the cluster to itself."""
+        return self._running == 0 and not self._queue and not self._final
+
     def submit(
         self, principal: str, render: Hashable, start: Callable[[], Sequence[ray.ObjectRef]], final: bool = False
     ) -> asyncio.Future[Dispatched]:

@@ -309,7 +309,7 @@ def test_renders_share_the_cpus_fairly_and_plan_for_the_free_ones(cluster, media
         runs = {"a1": run_for("a1", "a"), "a2": run_for("a2", "a"), "a3": run_for("a3", "a"), "b1": run_for("b1", "b")}
         tasks = [asyncio.ensure_future(runs["a1"].run())]
         deadline = time.monotonic() + DEADLINE_S
-        while len(os.listdir(held)) < 2:  # both CPUs held by a1's segments (its audio rides along with the first)
+        while len(os.listdir(held)) < 2:  # both CPUs held by a1's segments (its audio rides with the first)
             assert time.monotonic() < deadline, "the first render's segments never started"
             await asyncio.sleep(0.05)
         for name in ("a2", "a3", "b1"):
@@ -323,11 +323,12 @@ def test_renders_share_the_cpus_fairly_and_plan_for_the_free_ones(cluster, media
         runs = asyncio.run(scenario())
     finally:
         pool.close()
-    # Start order of the segment tasks (each render's audio starts with its first segment, on its CPU; the muxes
-    # take their renders' own CPUs in between): a1's two segments before the gate; then principals a and b
-    # alternate, a's renders first come first.
+    # Start order of the audio and segment tasks (the muxes take their renders' own CPUs in between): a1, planned
+    # on an idle pool, starts its audio beside its first segment, on that CPU (one start), then its second; the
+    # others, planned while work waits, queue their audio first. Then principals a and b alternate, a's renders
+    # first come first.
     started = sorted({(order, name) for name, run in runs.items() for order in run.start_order})
-    assert [name for _, name in started] == ["a1", "a1", "a2", "b1", "a3"]
+    assert [name for _, name in started] == ["a1", "a1", "a2", "b1", "a2", "b1", "a3", "a3"]
     assert all(run.audio_stats for run in runs.values())  # every render's audio ran
     assert {name: len(run.segment_stats) for name, run in runs.items()} == {"a1": 2, "a2": 1, "a3": 1, "b1": 1}
 

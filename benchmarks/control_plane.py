@@ -41,6 +41,7 @@ from serving import (  # noqa: E402 - first (Ray auth mode)
     BenchServer,
     ProcessSampler,
     RenderTrace,
+    cpu_seconds,
     drive_render,
     render_args,
 )
@@ -107,23 +108,17 @@ async def hammer(
     return len(latencies) / seconds, latencies, answered
 
 
-def process_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measured(run, sampler: ProcessSampler | None, bare_pid: int | None = None) -> Measured:
     """`run()` -> (rps, latencies), with the CPU seconds every process spent meanwhile: the server's per process kind
     (`sampler`), the bare endpoint's process, and this client's own."""
     if sampler is not None:
         sampler.mark()
     client_before = time.process_time()
-    bare_before = process_cpu_s(bare_pid) if bare_pid else 0.0
+    bare_before = cpu_seconds(bare_pid) if bare_pid else 0.0
     rps, latencies, answered = run()
     cpu = dict(sampler.cpu_by_kind) if sampler is not None else {}
     if bare_pid:
-        cpu["bare endpoint (uvicorn)"] = process_cpu_s(bare_pid) - bare_before
+        cpu["bare endpoint (uvicorn)"] = cpu_seconds(bare_pid) - bare_before
     cpu["load client (this process)"] = time.process_time() - client_before
     return Measured(rps, latencies, answered, cpu)
 

@@ -215,6 +215,13 @@ def _kind(title: str) -> str:
     return "Ray system (raylet, GCS, agents)"
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU seconds (user + system) process `pid` has used so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
 class ProcessSampler:
     """Samples every process of one session (the server's) every `interval_s`: the peak resident memory per
     process kind (a pooled Ray worker counts under what it is running at the moment), and CPU seconds used
@@ -272,9 +279,7 @@ class ProcessSampler:
                     title = fh.read().replace(b"\0", b" ").decode(errors="replace")
                 with open(f"/proc/{entry.name}/statm") as fh:
                     rss = int(fh.read().split()[1]) * PAGE
-                with open(f"/proc/{entry.name}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-                cpu = (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+                cpu = cpu_seconds(int(entry.name))
             except (OSError, ValueError, IndexError):
                 continue  # gone meanwhile
             yield int(entry.name), title, rss, cpu

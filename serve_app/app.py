@@ -1,5 +1,5 @@
-"""The Starlette application each ingress replica serves (serve_app/front.py): `/mcp`, `/assets`, `/artifacts`, `/healthz`, and in OAuth
-mode the RFC 9728 metadata under `/.well-known/oauth-protected-resource`.
+"""The Starlette application each ingress replica serves (serve_app/front.py): `/mcp`, `/assets`, `/artifacts`,
+`/healthz`, and in OAuth mode the RFC 9728 metadata under `/.well-known/oauth-protected-resource`.
 
 Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickled), from a
 `RenderService` and the operator `Config`. The metadata routes sit outside the authenticated mount: a

@@ -61,7 +61,8 @@ class Config(BaseSettings):
     # Output pixels (frames x width x height, millions) one segment task encodes at most: bounds a segment
     # worker's and the mux's memory whatever the video's length. 2500: ~10 s of 4k30, 40 s of 1080p30.
     segment_max_megapixels: int = 2500
-    # Ingress admission (issue 8): Serve's own bounds, per-principal caps held cluster-wide, Origin/Host checks.
+    # Ingress admission (issue 8): each replica's own request bounds (serve_app/request_slots.py), per-principal
+    # caps held cluster-wide, Origin/Host checks.
     replicas: int = 1
     max_ongoing_requests: int = 256  # per replica
     max_queued_requests: int = 256  # per replica, waiting for a slot; beyond it 503 + Retry-After

@@ -11,15 +11,19 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import httpx
 
 from tests.harness import free_port, wait_until
+
+WHITESPACE = re.compile(r"\s*")
 
 REGION = "us-east-1"
 START_TIMEOUT_S = 60
@@ -104,8 +108,7 @@ class S3Server:
         if not self.recording.exists():
             return []
         requests = []
-        for line in self.recording.read_text().splitlines():
-            entry = json.loads(line)
+        for entry in json_values(self.recording.read_text()):
             body = entry.get("body") or ""
             size = len(base64.b64decode(body)) if entry.get("body_encoded") else len(body)
             requests.append(
@@ -117,3 +120,13 @@ class S3Server:
                 }
             )
         return requests
+
+
+def json_values(text: str) -> Iterator[dict]:
+    """The JSON values in `text`, one after another. Moto's recorder writes each entry and its newline in two
+    writes, from the server's request threads: with parallel part uploads two entries can share a line."""
+    decoder, at = json.JSONDecoder(), WHITESPACE.match(text).end()
+    while at < len(text):
+        value, at = decoder.raw_decode(text, at)
+        at = WHITESPACE.match(text, at).end()
+        yield value

@@ -4,6 +4,7 @@ stream listens: the figures move at every few polls, from inside the segment tas
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
+from actors.task_registry import QUEUED_MESSAGE
 from tests.harness import PROTOCOL, RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload
 from tests.media import make_clip
 
@@ -94,7 +96,10 @@ def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
     assert len(distinct) >= 5, f"only {distinct} seen in {len(polls)} polls"
 
     working = [t["statusMessage"] for t, _ in polls if t["status"] == "working"]
-    assert all(WORKING.fullmatch(m) for m in working), working
+    # On the session's shared server the supervisor may be busy with other modules' renders when this one is
+    # created: it then says it is queued (the fallback's state `queued`) until its driver's first report.
+    queued = list(itertools.takewhile(lambda m: m == QUEUED_MESSAGE, working))
+    assert all(WORKING.fullmatch(m) for m in working[len(queued) :]), working
     fallback = [s["status_message"] for _, s in polls if s["state"] == "rendering"]
     assert fallback and all(WORKING.fullmatch(m) for m in fallback), fallback  # the same text on both surfaces
     encoding = [ENCODING.fullmatch(m) for m in working if ENCODING.fullmatch(m)]

@@ -58,7 +58,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
 	$(BIN)/python benchmarks/render_throughput.py --mcp --seconds 30 --memory 30,60,120
-	$(BIN)/python benchmarks/batch_throughput.py
+	$(BIN)/python benchmarks/batch_throughput.py --rounds 3
 	$(BIN)/python benchmarks/control_plane.py
 	$(BIN)/python benchmarks/reliability.py
 

@@ -27,7 +27,9 @@ def _serve(args: argparse.Namespace) -> int:
     import ray
 
     from serve_app.deployment import deploy
+    from serve_app.ray_env import apply_ray_env_defaults
 
+    apply_ray_env_defaults()  # before ray.init: an embedded cluster's processes inherit this environment
     ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
     print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
     print(f"vidforge: media in {media.description}; registry state in {config.state_dir}", flush=True)

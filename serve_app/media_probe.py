@@ -30,14 +30,17 @@ import resource
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from render_kernels import Media, UnsupportedMedia, image_size, probe, probe_image
 from render_kernels.probe import MediaLimits, OverLimit, open_binary
-from serve_app.config import Config
+
+if TYPE_CHECKING:  # not at run time: every parser is a fresh worker that imports this module, and the settings
+    # model (pydantic) would add 75 ms of CPU to each one's start
+    from serve_app.config import Config
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fix
 Live progress: while it encodes, each segment task reports its frames done so far (at most every
 PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally actor (one for all renders of the pool, each
 run under a key of its own); the driver reads the tally as often and hands the hooks one RenderProgress
-(phase, frames done/total, measured speed) when the count moved. So a render reports a few times a second
+(phase, frames done/total, measured speed) when the count moved. So a render reports about once a second
 however few segments it has, and a slow reader never slows the encode.
 
 Where things run:

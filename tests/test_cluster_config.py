@@ -26,6 +26,7 @@ from ray.serve.schema import ServeDeploySchema
 
 from serve_app.config import Config
 from serve_app.deployment import APP_NAME, AppArgs, app
+from serve_app.ray_env import RAY_ENV_DEFAULTS, apply_ray_env_defaults
 from tests.harness import REPO
 
 # The variables vidforge reads: each Config field's (pydantic-settings: VIDFORGE_<FIELD>, or its alias).
@@ -41,7 +42,13 @@ def load(path: str):
 
 def env_assignments(command: str) -> dict[str, str]:
     """The NAME=value words a shell command line sets, wherever they stand in it."""
-    return dict(word.split("=", 1) for word in shlex.split(command) if re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", word))
+    return dict(word.split("=", 1) for word in shlex.split(command) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word))
+
+
+def test_ray_env_defaults_leave_an_operators_values():
+    environ = {"RAY_event_stats": "1"}
+    apply_ray_env_defaults(environ)
+    assert environ == {**RAY_ENV_DEFAULTS, "RAY_event_stats": "1"}
 
 
 def test_cluster_yaml_is_what_ray_up_accepts():
@@ -69,6 +76,8 @@ def test_cluster_yaml_is_what_ray_up_accepts():
     assert "--ray-address auto" in serve and "--host 0.0.0.0" in serve
     # The bucket's region reaches every node's tasks (segment tasks read the bucket): every `ray start` has it.
     assert all(env_assignments(c)["AWS_REGION"] for c in starts)
+    # Ray's own processes as `vidforge serve` starts them locally (serve_app.ray_env), on every node.
+    assert all(env_assignments(c).items() >= RAY_ENV_DEFAULTS.items() for c in starts)
 
 
 def test_serve_config_is_what_serve_deploy_accepts():
@@ -118,6 +127,9 @@ def test_rayservice_manifest_has_what_kuberay_needs():
     ]
     assert len(gpu) == 1 and len(groups) == 2  # a GPU worker group and a CPU one
     assert "video" in {e["name"]: e["value"] for e in gpu[0]["env"]}["NVIDIA_DRIVER_CAPABILITIES"]
+    for group in [head, *groups]:  # Ray's own processes as `vidforge serve` starts them (serve_app.ray_env)
+        env_vars = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
+        assert env_vars.items() >= RAY_ENV_DEFAULTS.items()
 
     # The registry's state on the claim, the MCP tokens from the Secret: both where serveConfigV2 says.
     head_pod = head["template"]["spec"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 import uuid
 
@@ -339,3 +341,15 @@ def test_renders_share_the_cpus_fairly_and_plan_for_the_free_ones(cluster, media
     scores = [psnr_y(a, b) for a, b in zip(two.frames, one.frames)]
     assert min(scores) >= 40 and min(scores[boundary - 1], scores[boundary]) >= 40
     wait_until(all_cpus_free, "every task of the four renders to release its CPU")
+
+
+def test_worker_side_modules_import_none_of_the_server():
+    """What a fresh render or parser worker imports to run its task: the task bodies and the parser, never the MCP
+    layer, the settings model or the rest of serve_app (each would add its import time to every worker's start)."""
+    code = (
+        "import sys, serve_app.render_tasks, serve_app.media_probe; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('serve_app', 'mcp', 'mcp_protocol', 'actors', 'starlette', 'pydantic_settings'))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == ["serve_app", "serve_app.media_probe", "serve_app.render_tasks"]

@@ -13,7 +13,7 @@ from .images import image_size, probe_image
 from .mux import MuxStats, mux_segments
 from .plan import Segment, plan_segments
 from .preview import render_preview
-from .probe import AudioInfo, Media, MediaSource, SourceInfo, probe
+from .probe import AudioInfo, Media, MediaSource, SourceInfo, probe, source_from_record, source_record
 from .reading import SourceReading, read_source
 from .spec import RenderSpec, WatermarkSpec, output_size
 from .video import EncodedSegment, encode_segment
@@ -43,4 +43,6 @@ __all__ = [
     "probe_image",
     "read_source",
     "render_preview",
+    "source_from_record",
+    "source_record",
 ]

@@ -6,9 +6,9 @@ import os
 from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from fractions import Fraction
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import av
 
@@ -133,6 +133,28 @@ class SourceInfo:
         starts = [(0, 0.0)]
         starts += [(f, t) for f, t in zip(frames, self.keyframe_times) if 0 < f < self.frame_count]
         return starts
+
+
+def source_record(info: SourceInfo) -> dict[str, Any]:
+    """`info` as JSON-ready values, without its path (where the file is may change; what it holds does not)."""
+    record = {f.name: getattr(info, f.name) for f in fields(info) if f.name != "path"}
+    record["audio"] = asdict(info.audio) if info.audio is not None else None
+    record["keyframe_times"], record["keyframe_frames"] = list(info.keyframe_times), list(info.keyframe_frames)
+    return record
+
+
+def source_from_record(record: dict[str, Any], path: Media) -> SourceInfo:
+    """The SourceInfo `source_record` made, for the file at `path`."""
+    audio = record["audio"]
+    return SourceInfo(
+        **{
+            **record,
+            "path": path,
+            "keyframe_times": tuple(record["keyframe_times"]),
+            "keyframe_frames": tuple(record["keyframe_frames"]),
+            "audio": AudioInfo(**audio) if audio is not None else None,
+        }
+    )
 
 
 def frame_rate(fps: float) -> Fraction:

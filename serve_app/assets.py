@@ -3,7 +3,7 @@
 Kept in the media store (media_store.assets has the layout: `assets/<asset_id>/{blob, meta.json}`). An asset is
 parsed before it is accepted, so a render never starts on a file that cannot be read or is over a limit; what
 the parse found (`facts`) is kept in meta.json, so a render's creation checks limits without reading the file
-again. An upload over HTTP is streamed into the store as it arrives (a local file or a multipart upload, never
+again, and the render plans its segments from it (`source_info`) instead of probing the file a second time. An upload over HTTP is streamed into the store as it arrives (a local file or a multipart upload, never
 whole in memory) and parsed from there in a process of its own (serve_app.media_probe).
 
 `vidforge://assets/<id>` URIs are parsed strictly: anything that is not exactly that shape — path traversal
@@ -26,7 +26,7 @@ import anyio
 
 from mcp_protocol.errors import no_asset_at, source_not_found
 from media_store.assets import ASSET_ID, ASSETS, AssetIndex, blob_key, meta_key, read_meta
-from render_kernels import Media
+from render_kernels import Media, SourceInfo, source_from_record
 from serve_app.config import Config
 from serve_app.handles import media_store
 from serve_app.media_limits import media_limits
@@ -82,6 +82,12 @@ class AssetStore:
     def media_of(self, asset: Asset) -> Media:
         """What the render kernels read for the asset."""
         return self.media.media(blob_key(asset.asset_id))
+
+    def source_info(self, asset: Asset) -> SourceInfo | None:
+        """What the upload's parse found in a video asset (keyframes included), for the file where it is now; None
+        for an asset stored before the whole of it was kept."""
+        record = (asset.facts or {}).get("source")
+        return source_from_record(record, self.media_of(asset)) if record is not None else None
 
     def usage(self, principal: str) -> int:
         """Bytes the principal's stored assets hold: what VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL bounds."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from render_kernels import Media, UnsupportedMedia, image_size, probe, probe_image
+from render_kernels import Media, UnsupportedMedia, image_size, probe, probe_image, source_record
 from render_kernels.probe import MediaLimits, OverLimit, open_binary
 
 if TYPE_CHECKING:  # not at run time: every parser is a fresh worker that imports this module, and the settings
@@ -63,6 +63,7 @@ def inspect_media(path: Media, limits: MediaLimits) -> dict[str, Any]:
             "duration_s": info.duration_s,
             "video_codec": info.video_codec,
             "audio_codec": info.audio.codec if info.audio else None,
+            "source": source_record(info),  # all of it, so a render plans from it without parsing the file again
         }
     limits.check_image_size(*size)
     width, height = probe_image(path)

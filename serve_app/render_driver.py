@@ -1,8 +1,8 @@
 """The render driver: one RenderJob -> Ray tasks over `render_kernels` -> the finished file in the media store.
 
-    read_source (probe, and the watermark preview; isolated) -> plan_segments -> encode_audio || encode_segment
-        x N (each started by the pool's fair scheduler; the audio beside the first) -> [approval gate]
-        -> mux_segments (Ray task)
+    the upload's facts, or read_source (probe, and the watermark preview; isolated) -> plan_segments
+        -> encode_audio || encode_segment x N (each started by the pool's fair scheduler; the audio beside the
+        first) || [preview (isolated), approval gate] -> mux_segments (Ray task)
         -> out_path in job.media
 
 Data flow: raw frames never leave a task, and encoded media never passes through the driver (the task
@@ -25,12 +25,14 @@ run under a key of its own); the driver reads the tally as often and hands the h
 however few segments it has, and a slow reader never slows the encode.
 
 Where things run:
-- the probe and the watermark preview parse the tenant's source, so they run in `parse_isolated` (a
-  single-use worker with the job's memory limit and deadline, serve_app.media_probe), never in this process,
-  and together, in one such worker (a worker's start-up costs more CPU than both): a libav crash, hang or
-  memory bomb on that file ends this render as unusable media (UnsupportedMedia or OverLimit), and the
-  supervisor and every other render carry on. The probe also holds the source to `job.limits` again (they
-  may have been lowered since the upload).
+- the source's facts (size, rate, frame count, keyframes) come from the upload's own parse when the job has
+  them (`job.source_info`, kept with the asset): they are held to `job.limits` again (lowered since, perhaps)
+  and the segments start without another parse of the file, the watermark preview being rendered beside
+  them. Otherwise the probe and the preview run first, together, in one isolated parser (a worker's start-up
+  costs more CPU than both). Either parse of the tenant's source runs in `parse_isolated` (a single-use
+  worker with the job's memory limit and deadline, serve_app.media_probe), never in this process: a libav
+  crash, hang or memory bomb on that file ends this render as unusable media (UnsupportedMedia or
+  OverLimit), and the supervisor and every other render carry on.
 - mux runs in a Ray task rather than in a thread: a task can be force-cancelled mid-write, where a thread
   would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
   into a private staging folder (`MediaStore.staged`), then hands the file to the store: a rename beside
@@ -62,6 +64,7 @@ import asyncio
 import os
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -79,6 +82,7 @@ from render_kernels import (
     output_size,
     plan_segments,
     read_source,
+    render_preview,
 )
 from render_kernels.probe import MediaLimits
 from serve_app.config import Config
@@ -106,6 +110,8 @@ FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and 
 class RenderJob:
     source_path: Media  # a local path, or an object of the media store (render_kernels.MediaSource)
     spec: RenderSpec
+    # What the upload's parse found in the source (serve_app.assets), for `source_path`; None: probe it first.
+    source_info: SourceInfo | None = field(default=None, kw_only=True)
     out_path: str  # where the video goes, as a key of `media`
     preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
     workers: int = 0  # segments to aim for; 0: as many as the CPUs nobody else's work waits for
@@ -263,12 +269,7 @@ class RenderRun:
     async def _render(self) -> MuxStats:
         job = self.job
         await self.hooks.progress(RenderProgress(PROBING))
-        started = time.perf_counter()
-        source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, job.spec)
-        self.stages["probe"] = time.perf_counter() - started - source.preview_s  # the parser's start-up included
-        if source.preview_png is not None:
-            self.stages["preview"] = source.preview_s
-        info = source.info
+        info, preview = await self._read_source()
         segments = plan_segments(
             info, job.workers or self._pool.scheduler.plan_width(), max_frames=self._max_segment_frames(info)
         )
@@ -290,7 +291,7 @@ class RenderRun:
         if audio is None:
             audio = self._ride_along(parts[0], _audio_task, job.source_path, spec.output_format)
 
-        gate = [self._approval_gate(source.preview_png)] if source.preview_png is not None else []
+        gate = [self._approval_gate(preview)] if preview is not None else []
         work = (self._encode(parts, info), self._audio(audio), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
@@ -302,6 +303,29 @@ class RenderRun:
         await self.hooks.progress(RenderProgress(MUXING, info.frame_count, info.frame_count, source_fps=info.fps))
         encoded = [part.result().refs[1] for part in parts]
         return await self._timed("mux", self._mux(audio.result().refs[1], encoded, spec.output_format, info.fps))
+
+    async def _read_source(self) -> tuple[SourceInfo, Callable[[], Awaitable[bytes]] | None]:
+        """The source's facts, and (with a watermark) what makes the preview PNG.
+
+        Facts the upload found are held to `job.limits` (lowered since, perhaps) and used as they are: no parser
+        starts before the segments, and the preview is rendered in one beside them, by the approval gate. Without
+        them, one parser probes the source and renders the preview together."""
+        job = self.job
+        info = job.source_info
+        if info is not None:
+            job.limits.check_video(info.width, info.height, info.fps, info.frame_count, info.duration_s)
+            if job.spec.watermark is None:
+                return info, None
+            return info, lambda: self._timed(
+                "preview", parse_isolated(job.parse, render_preview, job.source_path, info, job.spec)
+            )
+        started = time.perf_counter()
+        source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, job.spec)
+        self.stages["probe"] = time.perf_counter() - started - source.preview_s  # the parser's start-up included
+        if (png := source.preview_png) is None:
+            return source.info, None
+        self.stages["preview"] = source.preview_s
+        return source.info, lambda: _ready(png)
 
     def _max_segment_frames(self, info: SourceInfo) -> int:
         width, height = output_size(info.width, info.height, self.job.spec.resolution)
@@ -397,10 +421,11 @@ class RenderRun:
         fps = self._speed.add(frames_done)
         await self.hooks.progress(RenderProgress(RENDERING, frames_done, info.frame_count, fps, info.fps))
 
-    async def _approval_gate(self, png: bytes) -> None:
-        """Write the preview PNG, then wait for the decision while the segments keep encoding."""
+    async def _approval_gate(self, preview: Callable[[], Awaitable[bytes]]) -> None:
+        """Make and write the preview PNG, then wait for the decision while the segments keep encoding."""
         path = self.job.preview_path
         assert path is not None  # a watermark render has one (RenderJob checks)
+        png = await preview()
         await asyncio.to_thread(self.job.media.put_bytes, path, png)
         approved = await self._timed("approval", self.hooks.preview_ready(path))
         if not approved:
@@ -443,6 +468,10 @@ class RenderRun:
             ray.cancel(ref, force=True)
         if unfinished:
             await asyncio.wait([asyncio.ensure_future(_settled(ref)) for ref in unfinished], timeout=CANCEL_WAIT_S)
+
+
+async def _ready(value: Any) -> Any:
+    return value
 
 
 async def _value(ref: ray.ObjectRef) -> Any:

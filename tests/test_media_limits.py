@@ -203,16 +203,29 @@ def test_a_render_held_past_the_time_limit_ends_as_render_timeout_without_files(
     assert not (server.data_dir / "artifacts" / task_id).exists()  # the preview went with the render
 
 
-def test_a_source_that_fails_the_render_time_probe_ends_as_a_contract_error(server, media):
-    source = upload(server, small_clip(media, "spoiled.mp4"))
-    # The stored file goes bad after its upload was checked: the render's own probe now crashes its parser.
-    (server.data_dir / "assets" / source.rsplit("/", 1)[1] / "blob").write_bytes(FAULT.encode() + b"abort")
+@pytest.mark.parametrize(
+    "kept, reason",
+    [
+        # The render plans from the upload's facts: its segment tasks are the first to read the file again.
+        (True, "cannot open: invalid data found when processing input"),
+        # An asset stored before they were kept: the render's own probe parses the file, and crashes its parser.
+        (False, "the media parser crashed reading this file"),
+    ],
+)
+def test_a_source_spoiled_after_its_upload_ends_as_a_contract_error(server, media, kept, reason):
+    source = upload(server, small_clip(media, f"spoiled-{kept}.mp4"))
+    folder = server.data_dir / "assets" / source.rsplit("/", 1)[1]
+    if not kept:
+        meta = json.loads((folder / "meta.json").read_text())
+        del meta["facts"]["source"]
+        (folder / "meta.json").write_text(json.dumps(meta))
+    (folder / "blob").write_bytes(FAULT.encode() + b"abort")  # the stored file goes bad after its upload was checked
     wire = Wire(server.url, tasks=True)
     task_id = wire.tool("vidforge_render_video", render_args(source))["taskId"]
     done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
     assert done["status"] == "completed" and done["result"]["isError"] is True, done  # an answer, not a crash
     error = done["result"]["structuredContent"]
     assert error["code"] == "unsupported_codec" and error["temporary"] is False
-    assert error["details"] == {"field": "source_asset_uri", "reason": "the media parser crashed reading this file"}
+    assert error["details"] == {"field": "source_asset_uri", "reason": reason}
     assert str(server.data_dir) not in json.dumps(error)
     assert not (server.data_dir / "artifacts" / task_id).exists()

@@ -188,7 +188,9 @@ def test_limits_lowered_after_upload_apply_to_the_stored_facts(tmp_path):
     store = AssetStore(Config(data_dir=str(tmp_path / "data")))
     video = store.add_file(make_clip(str(tmp_path / "clip.mp4"), seconds=2, fps=30, audio=False), "alice")
     image = store.add_file(make_watermark_png(str(tmp_path / "wm.png"), 64, 32), "alice")
-    assert video.facts == {
+    assert store.source_info(video) == probe(store.media_of(video))  # all of it, for planning without a probe
+    assert store.source_info(image) is None
+    assert {k: v for k, v in video.facts.items() if k != "source"} == {
         "kind": "video",
         "width": 320,
         "height": 180,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 import ray
@@ -16,8 +17,9 @@ from media import decode_all, make_clip, make_watermark_png, psnr_y
 
 from mcp_protocol.progress import RenderProgress
 from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
+from render_kernels.probe import MediaLimits, OverLimit
 from serve_app import render_driver, render_tasks
-from serve_app.render_driver import RenderJob, RenderRejected, run_render
+from serve_app.render_driver import RenderJob, RenderRejected, RenderRun, run_render
 from serve_app.render_tasks import FrameTally
 
 pytestmark = pytest.mark.ray
@@ -117,6 +119,29 @@ def test_multi_segment_render_matches_single_segment(clean, media):
     assert sum(scores) / len(scores) >= 40
     for frame in boundaries:  # the last frame of one segment and the first of the next
         assert min(scores[frame - 1], scores[frame]) >= 40, f"segment boundary at frame {frame}"
+
+
+def test_a_render_from_the_uploads_facts_needs_no_probe_and_makes_the_same_file(clean, media, tmp_path):
+    """With the facts the upload's parse found (`source_info`), nothing parses the source before the segments start;
+    the preview is rendered beside them, and the files are the ones a render that probes first makes."""
+    probed_job = clean[3][0]
+    job = replace(job_for(media, tmp_path), source_info=probe(media[0]))
+    hooks = Hooks()
+    run = RenderRun(job, hooks)
+    asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
+    assert "probe" not in run.stages and run.stages["preview"] > 0
+    assert hooks.calls.count(("preview", job.preview_path)) == 1
+    with open(job.out_path, "rb") as ours, open(probed_job.out_path, "rb") as probed:
+        assert ours.read() == probed.read()
+    with open(job.preview_path, "rb") as ours, open(probed_job.preview_path, "rb") as probed:
+        assert ours.read() == probed.read()
+
+
+def test_the_uploads_facts_are_held_to_the_limits_in_force(cluster, media, tmp_path):
+    job = replace(job_for(media, tmp_path), source_info=probe(media[0]), limits=MediaLimits(max_duration_s=SECONDS - 1))
+    with pytest.raises(OverLimit, match="over the 5 s limit"):
+        render(job, Hooks())
+    assert not os.path.exists(job.out_path) and not os.path.exists(job.preview_path)
 
 
 def test_progress_is_monotonic_and_ends_at_total(clean):

@@ -3,8 +3,9 @@
 Kept in the media store (media_store.assets has the layout: `assets/<asset_id>/{blob, meta.json}`). An asset is
 parsed before it is accepted, so a render never starts on a file that cannot be read or is over a limit; what
 the parse found (`facts`) is kept in meta.json, so a render's creation checks limits without reading the file
-again, and the render plans its segments from it (`source_info`) instead of probing the file a second time. An upload over HTTP is streamed into the store as it arrives (a local file or a multipart upload, never
-whole in memory) and parsed from there in a process of its own (serve_app.media_probe).
+again, and the render plans its segments from it (`source_info`) instead of probing the file a second time. An
+upload over HTTP is streamed into the store as it arrives (a local file or a multipart upload, never whole in
+memory) and parsed from there in a process of its own (serve_app.media_probe).
 
 `vidforge://assets/<id>` URIs are parsed strictly: anything that is not exactly that shape — path traversal
 included — and any asset of another principal resolves to `source_not_found`, exactly like an unknown id.

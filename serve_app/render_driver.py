@@ -110,8 +110,6 @@ FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and 
 class RenderJob:
     source_path: Media  # a local path, or an object of the media store (render_kernels.MediaSource)
     spec: RenderSpec
-    # What the upload's parse found in the source (serve_app.assets), for `source_path`; None: probe it first.
-    source_info: SourceInfo | None = field(default=None, kw_only=True)
     out_path: str  # where the video goes, as a key of `media`
     preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
     workers: int = 0  # segments to aim for; 0: as many as the CPUs nobody else's work waits for
@@ -123,6 +121,8 @@ class RenderJob:
         "segment_max_megapixels"
     ].default  # output pixels one segment task may encode
     media: MediaStore = FILESYSTEM
+    # What the upload's parse found in the source (serve_app.assets), for `source_path`; None: probe it first.
+    source_info: SourceInfo | None = None
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:

@@ -138,7 +138,6 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
     spec = RenderSpec(output_format=request.output_format, resolution=request.resolution, watermark=watermark)
     return RenderJob(
         source_path=assets.media_of(source),
-        source_info=assets.source_info(source),
         spec=spec,
         out_path=final_key(task_id, request.output_format),
         preview_path=preview_key(task_id) if watermark else None,
@@ -148,6 +147,7 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         media=assets.media,
         principal=principal,
         segment_max_megapixels=config.segment_max_megapixels,
+        source_info=assets.source_info(source),
     )
 
 

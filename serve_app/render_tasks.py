@@ -32,8 +32,8 @@ from render_kernels import (
 )
 
 # How often a segment task reports its frames, and the driver reads them. Each report wakes the tally, the
-# supervisor, the registry and every replica's record mirror; at twice a second that was ~3 % of the CPU of a
-# batch on 2 cores, and nobody polls faster than once a second (tasks/get's pollInterval is 10 s).
+# supervisor, the registry and every replica's record mirror (CPU in four kinds of process per render), and no
+# client needs it faster than once a second (tasks/get's pollInterval is 10 s).
 PROGRESS_INTERVAL_S = 1.0
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
 

@@ -48,7 +48,7 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
 from clips import benchmark_clip, benchmark_logo  # noqa: E402
 from render_throughput import ffmpeg_command  # noqa: E402
 
-from render_kernels import RenderSpec, WatermarkSpec, probe  # noqa: E402
+from render_kernels import RenderSpec, SourceInfo, WatermarkSpec, probe  # noqa: E402
 
 TARGET_RATIO = 0.95
 
@@ -140,7 +140,7 @@ def main() -> None:
     for number in range(1, args.rounds + 1):
         if args.rounds > 1:
             print(f"\n=== round {number} of {args.rounds} (load average {os.getloadavg()[0]:.2f}) ===")
-        ratios.append(run_round(args, source, logo, workdir, cores))
+        ratios.append(run_round(args, source, info, logo, workdir, cores))
     if args.rounds > 1:
         print(
             f"\nover {args.rounds} rounds: throughput ratio vidforge/ffmpeg per round "
@@ -149,10 +149,9 @@ def main() -> None:
         print(f"  median {statistics.median(ratios):.2f}  (target >= {TARGET_RATIO})")
 
 
-def run_round(args: argparse.Namespace, source: str, logo: str, workdir: str, cores: int) -> float:
+def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str, workdir: str, cores: int) -> float:
     """One batch through a fresh vidforge server, then the same jobs as ffmpeg processes; prints both and returns
     the throughput ratio vidforge/ffmpeg."""
-    info = probe(source)
     per_principal = math.ceil(args.renders / args.principals)
     env = {"VIDFORGE_MAX_CONCURRENT_RENDERS": str(max(4, per_principal))}
     with BenchServer(workdir, args.principals, env) as server:

@@ -19,8 +19,8 @@ them as CPUs free up, round-robin across principals and FIFO within one; the pla
 the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at most every
-PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally actor (one for all renders of the pool, each
-run under a key of its own); the driver reads the tally as often and hands the hooks one RenderProgress
+PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally (one for all renders of the pool, each run under
+a key of its own; held by the supervisor, or an actor of its own); the driver reads the tally as often and hands the hooks one RenderProgress
 (phase, frames done/total, measured speed) when the count moved. So a render reports about once a second
 however few segments it has, and a slow reader never slows the encode.
 
@@ -155,12 +155,20 @@ _tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
 
 
 class RenderPool:
-    """What the renders driven from one process share: the scheduler of their CPU tasks, and one FrameTally
-    actor for their live frame counts (started on first use: one worker process for all renders, not one each)."""
+    """What the renders driven from one process share: the scheduler of their CPU tasks, and one FrameTally for
+    their live frame counts.
 
-    def __init__(self, scheduler: SegmentScheduler | None = None) -> None:
+    `host`, when the pool lives in an actor: that actor's handle, which serves `report_frames` into this pool's
+    tally (see RenderSupervisor.report_frames), so the tally costs no process and the driver reads it in place.
+    Without one, the tally is an actor of its own, started on first use: one worker process for all renders of
+    the pool, not one each.
+    """
+
+    def __init__(self, scheduler: SegmentScheduler | None = None, host: Any = None) -> None:
         self.scheduler = scheduler or SegmentScheduler()
-        self._tally: Any = None
+        self._host = host
+        self.frames = FrameTally() if host is not None else None
+        self._tally_actor: Any = None
         self._local_cpus: float | None = None
 
     def local_node_takes_work(self) -> bool:
@@ -172,16 +180,36 @@ class RenderPool:
             self._local_cpus = nodes[0]["Resources"].get("CPU", 0.0) if nodes else 0.0
         return self._local_cpus > 0
 
-    def tally(self) -> Any:
-        if self._tally is None:
-            self._tally = _tally_actor.remote()
-        return self._tally
+    def open_tally(self, run: str, segment_count: int) -> TallyRef:
+        """Open `run`'s counts in the tally; its segment tasks report through the returned reference."""
+        if self.frames is not None:
+            self.frames.open(run, segment_count)
+            return TallyRef(self._host, run)
+        if self._tally_actor is None:
+            self._tally_actor = _tally_actor.remote()
+        self._tally_actor.open.remote(run, segment_count)
+        return TallyRef(self._tally_actor, run)
+
+    async def tally_counts(self, run: str) -> list[int] | None:
+        """Each of `run`'s segments' count; None when it is not open (e.g. the tally actor restarted since).
+        Raises RayActorError when the tally actor is gone."""
+        if self.frames is not None:
+            return self.frames.counts(run)
+        counts: list[int] | None = await self._tally_actor.counts.remote(run)
+        return counts
+
+    def close_tally(self, run: str) -> None:
+        """Forget `run`'s counts: its segment tasks have all ended, and a late report is dropped."""
+        if self.frames is not None:
+            self.frames.close(run)
+        elif self._tally_actor is not None:
+            self._tally_actor.close.remote(run)
 
     def close(self) -> None:
-        """End the tally actor (for a pool of one render; a supervisor's pool lives as long as it does)."""
-        if self._tally is not None:
-            ray.kill(self._tally)
-            self._tally = None
+        """End the tally actor, if any (for a pool of one render; a supervisor's pool lives as long as it does)."""
+        if self._tally_actor is not None:
+            ray.kill(self._tally_actor)
+            self._tally_actor = None
 
 
 @dataclass(frozen=True)
@@ -231,7 +259,7 @@ class RenderRun:
     started_at: float = field(default=0.0, init=False)  # epoch seconds
     _key: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)  # this run, in scheduler and tally
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
-    _tally: TallyRef | None = field(default=None, init=False)  # once the segments are planned
+    _tally_open: bool = field(default=False, init=False)  # once the segments are planned
     _frames_reported: int = field(default=0, init=False)
     _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
 
@@ -247,8 +275,8 @@ class RenderRun:
             await asyncio.to_thread(self.job.media.delete, [self.job.out_path])
             raise
         finally:
-            if self._tally is not None:  # every segment task has ended (or was cancelled): nobody reports
-                self._tally.actor.close.remote(self._key)
+            if self._tally_open:  # every segment task has ended (or was cancelled): nobody reports
+                pool.close_tally(self._key)
             if own_pool:
                 pool.close()
             self.stages["total"] = time.perf_counter() - started
@@ -274,8 +302,8 @@ class RenderRun:
             info, job.workers or self._pool.scheduler.plan_width(), max_frames=self._max_segment_frames(info)
         )
         spec, segment_options = await self._fix_codecs(job.spec, info, len(segments))
-        self._tally = TallyRef(self._pool.tally(), self._key)
-        self._tally.actor.open.remote(self._key, len(segments))
+        tally = self._pool.open_tally(self._key, len(segments))
+        self._tally_open = True
         await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
 
         # On an idle cluster where a CPU-less task may run here (one node, or a head that takes work), the audio
@@ -285,9 +313,7 @@ class RenderRun:
         # a rider gains nothing and costs Ray one more worker process.
         ride_along = self._pool.scheduler.idle() and self._pool.local_node_takes_work()
         audio = None if ride_along else self._schedule(_audio_task, {}, job.source_path, spec.output_format)
-        parts = [
-            self._schedule(segment_task, segment_options, job.source_path, s, spec, info, self._tally) for s in segments
-        ]
+        parts = [self._schedule(segment_task, segment_options, job.source_path, s, spec, info, tally) for s in segments]
         if audio is None:
             audio = self._ride_along(parts[0], _audio_task, job.source_path, spec.output_format)
 
@@ -400,13 +426,13 @@ class RenderRun:
         """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report, from the moment one of
         the segments has started (a render queued behind others costs the tally nothing). Best effort: if the
         tally actor is lost, progress goes on moving one segment at a time, and the render is unaffected."""
-        assert self._tally is not None, "opened before the segments are queued"
+        assert self._tally_open, "opened before the segments are queued"
         await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
         self._speed.add(sum(frames))  # a segment has started: speed is measured from here, not from the queue
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             try:
-                live = await self._tally.actor.counts.remote(self._key)
+                live = await self._pool.tally_counts(self._key)
             except ray.exceptions.RayActorError:
                 return
             if live is not None:

@@ -31,8 +31,8 @@ from render_kernels import (
     mux_segments,
 )
 
-# How often a segment task reports its frames, and the driver reads them. Each report wakes the tally, the
-# supervisor, the registry and every replica's record mirror (CPU in four kinds of process per render), and no
+# How often a segment task reports its frames, and the driver reads them. Each report wakes the tally (the
+# supervisor), the registry and every replica's record mirror (CPU in three kinds of process per render), and no
 # client needs it faster than once a second (tasks/get's pollInterval is 10 s).
 PROGRESS_INTERVAL_S = 1.0
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
@@ -52,6 +52,9 @@ def release_freed_memory() -> None:
 class FrameTally:
     """Frames encoded so far by each segment of the runs of one RenderPool, as their segment tasks report them.
 
+    Held by the actor the pool lives in (the RenderSupervisor serves `report_frames` into its pool's tally), or,
+    for a pool outside any actor, run as an actor of its own.
+
     Keyed by run (a fresh key per RenderRun, opened once its segments are planned and closed when it ends), so a
     report from an abandoned run's task never counts towards a later run of the same render: reports for a run
     that is not open are dropped. Reports are cumulative per segment and kept as a high-water mark, so a segment
@@ -67,7 +70,7 @@ class FrameTally:
     def close(self, run: str) -> None:
         self.runs.pop(run, None)
 
-    def report(self, run: str, index: int, frames_done: int) -> None:
+    def report_frames(self, run: str, index: int, frames_done: int) -> None:
         if (frames := self.runs.get(run)) is not None:
             frames[index] = max(frames[index], frames_done)
 
@@ -78,13 +81,14 @@ class FrameTally:
 
 @dataclass(frozen=True)
 class TallyRef:
-    """Where one run's segment tasks report: the pool's FrameTally actor and the run's key (picklable)."""
+    """Where one run's segment tasks report: an actor serving `report_frames` into the pool's FrameTally (the
+    tally itself, or the actor holding it) and the run's key (picklable)."""
 
     actor: Any
     run: str
 
     def report(self, index: int, frames_done: int) -> ray.ObjectRef:
-        return self.actor.report.remote(self.run, index, frames_done)
+        return self.actor.report_frames.remote(self.run, index, frames_done)
 
 
 def reporter(tally: TallyRef, index: int):

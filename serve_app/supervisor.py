@@ -15,7 +15,8 @@ so a cancel whose `cancel` call never arrived still stops it; and the registry c
 cancel is requested.
 
 The renders it drives share the cluster through one RenderPool: a fair scheduler of their CPU tasks
-(round-robin across principals, FIFO within one; serve_app.scheduling) and one progress tally.
+(round-robin across principals, FIFO within one; serve_app.scheduling) and one progress tally, held here: the
+segment tasks report their frames to this actor (`report_frames`), so the tally costs no process of its own.
 
 Cost is bounded per render, and this shared process parses no uploaded byte: the driver probes the source and
 renders the preview in single-use parser workers under the media limits (VIDFORGE_MAX_*, VIDFORGE_PARSE_*), and
@@ -157,8 +158,10 @@ class RenderSupervisor:
         self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
         self.running: dict[str, asyncio.Task[None]] = {}
-        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.scheduling).
-        self.pool = RenderPool()
+        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.scheduling), and the
+        # tally this actor serves (in-process, outside an actor, the pool starts a tally actor instead).
+        context = ray.get_runtime_context()
+        self.pool = RenderPool(host=context.current_actor if context.get_actor_id() is not None else None)
         self.timings: OrderedDict[str, RenderTimings] = OrderedDict()  # the last KEPT_TIMINGS completed renders
         # Resume on this instance's own start: a restarted actor may get no call for a long time (a task's
         # progress is read from the registry, never from here). Ray runs an async actor's constructor on its
@@ -184,6 +187,11 @@ class RenderSupervisor:
                     await self.registry.renew_leases.remote(sorted(self.running))
                 except Exception:  # a missed beat only lets the sweep ask `start`, which is a no-op here
                     logger.exception("lease renewal failed; retrying next beat")
+
+    async def report_frames(self, run: str, index: int, frames_done: int) -> None:
+        """A segment task's live frame count, into the pool's tally (fire-and-forget from the task)."""
+        assert self.pool.frames is not None, "only an actor's pool is reported to"
+        self.pool.frames.report_frames(run, index, frames_done)
 
     async def start(self, task_id: str) -> None:
         """Drive `task_id` unless this instance already does or it has ended: idempotent per task."""

@@ -156,6 +156,21 @@ class ServerProcess:
     def auth_headers(self) -> dict[str, str]:
         return {}
 
+    def processes(self) -> list[tuple[int, str]]:
+        """(pid, command line) of every process of this server: it runs in a session of its own, and Ray titles
+        its workers `ray::<actor class or task>`."""
+        assert self.proc is not None, "started"
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.getsid(int(entry.name)) == self.proc.pid:
+                    found.append((int(entry.name), (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
+            except (OSError, UnicodeDecodeError):
+                continue  # gone meanwhile
+        return found
+
     def stop(self) -> int | None:
         """SIGTERM and wait; returns the exit status (None when it had to be killed)."""
         if self.proc is None or self.proc.poll() is not None:

@@ -77,6 +77,7 @@ def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
     listener.start()
 
     polls: list[tuple[dict, dict]] = []  # (tasks/get result, status tool structuredContent), every POLL_S
+    titles: set[str] = set()  # of the server's processes, at every poll
     deadline = time.monotonic() + RENDER_DEADLINE_S
     while not polls or polls[-1][0]["status"] not in TERMINAL or not polls[-1][1]["terminal"]:
         assert time.monotonic() < deadline, f"render did not finish; last poll {polls[-1] if polls else None}"
@@ -84,6 +85,7 @@ def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
         status = wire.tool("vidforge_get_render_status", {"render_id": task_id})["structuredContent"]
         status_schema.validate(status)  # additionalProperties: false; the figures ride in the text
         polls.append((task, status))
+        titles.update(title for _, title in server.processes())
         time.sleep(POLL_S)
 
     task, status = polls[-1]
@@ -110,6 +112,9 @@ def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
         assert float(m[4]) > 0 and float(m[5]) > 0
     frames = [int(m) for m in re.findall(r"frame (\d+)/", " ".join(working))]
     assert frames == sorted(frames), "frames in the status messages went backwards"
+
+    # The counts went to the supervisor, which holds the tally: no worker process was started for it.
+    assert not [t for t in titles if "ray::FrameTally" in t], sorted(titles)
 
     listener.join(RENDER_DEADLINE_S)
     assert not listener.is_alive() and "result" in notes[-1], notes[-3:]

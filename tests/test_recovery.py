@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -26,16 +25,13 @@ def kill_actor(server: ServerProcess, actor_class: str) -> int:
     """SIGKILL the worker process of this server's `actor_class` actor (a crash, not a polite ray.kill);
     Ray restarts the actor (max_restarts=-1): the registry reloads from its SQLite store."""
     killed = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            if f"ray::{actor_class}".encode() in title and os.getsid(int(entry.name)) == server.proc.pid:
-                os.kill(int(entry.name), signal.SIGKILL)
+    for pid, title in server.processes():
+        if f"ray::{actor_class}" in title:
+            try:
+                os.kill(pid, signal.SIGKILL)
                 killed += 1
-        except (OSError, ProcessLookupError):
-            continue
+            except ProcessLookupError:
+                continue
     assert killed, f"no {actor_class} actor process found for this server"
     return killed
 

@@ -157,15 +157,15 @@ def test_progress_is_monotonic_and_ends_at_total(clean):
 
 
 def test_tally_keeps_each_segments_high_water_mark():
-    tally = FrameTally()  # the actor's class, called directly
+    tally = FrameTally()  # as the supervisor holds it, called directly
     tally.open("run", 3)
-    tally.report("run", 1, 30)
-    tally.report("run", 1, 12)  # the same segment retried from scratch: not added, not gone back
-    tally.report("run", 2, 5)
-    tally.report("other", 0, 7)  # a run that was never opened (or already closed): dropped
+    tally.report_frames("run", 1, 30)
+    tally.report_frames("run", 1, 12)  # the same segment retried from scratch: not added, not gone back
+    tally.report_frames("run", 2, 5)
+    tally.report_frames("other", 0, 7)  # a run that was never opened (or already closed): dropped
     assert tally.counts("run") == [0, 30, 5] and tally.counts("other") is None
     tally.close("run")
-    tally.report("run", 0, 9)  # a late report from an abandoned run's task
+    tally.report_frames("run", 0, 9)  # a late report from an abandoned run's task
     assert tally.counts("run") is None and tally.runs == {}
 
 

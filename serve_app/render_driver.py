@@ -2,7 +2,7 @@
 
     the upload's facts, or read_source (probe, and the watermark preview; isolated) -> plan_segments
         -> encode_audio || encode_segment x N (each started by the pool's fair scheduler; the audio beside the
-        first) || [preview (isolated), approval gate] -> mux_segments (Ray task)
+        first) || [preview (a task; with the probe when there were no facts), approval gate] -> mux_segments
         -> out_path in job.media
 
 Data flow: raw frames never leave a task, and encoded media never passes through the driver (the task
@@ -27,12 +27,15 @@ however few segments it has, and a slow reader never slows the encode.
 Where things run:
 - the source's facts (size, rate, frame count, keyframes) come from the upload's own parse when the job has
   them (`job.source_info`, kept with the asset): they are held to `job.limits` again (lowered since, perhaps)
-  and the segments start without another parse of the file, the watermark preview being rendered beside
-  them. Otherwise the probe and the preview run first, together, in one isolated parser (a worker's start-up
-  costs more CPU than both). Either parse of the tenant's source runs in `parse_isolated` (a single-use
-  worker with the job's memory limit and deadline, serve_app.media_probe), never in this process: a libav
-  crash, hang or memory bomb on that file ends this render as unusable media (UnsupportedMedia or
-  OverLimit), and the supervisor and every other render carry on.
+  and the segments start without another parse of the file. The file has then passed the upload's isolated
+  parse, and its watermark preview is rendered as the segments are: a Ray task in a pooled worker, beside
+  them (a single-use parser's start-up cost ~0.6 CPU-s, more than the frame). Otherwise the probe and the
+  preview run first, together, in one isolated parser. That parse of a file nobody vetted runs in
+  `parse_isolated` (a single-use worker with the job's memory limit and deadline, serve_app.media_probe),
+  never in this process: a libav crash, hang or memory bomb on that file ends this render as unusable media
+  (UnsupportedMedia or OverLimit), and the supervisor and every other render carry on. A task's worker that
+  crashes takes only that task down (retried on worker death, as every task here); one that hangs is ended
+  with its render at VIDFORGE_RENDER_TIMEOUT_S.
 - mux runs in a Ray task rather than in a thread: a task can be force-cancelled mid-write, where a thread
   would have to be waited for; and a crash in libav takes down a worker, not the supervisor actor. It writes
   into a private staging folder (`MediaStore.staged`), then hands the file to the store: a rename beside
@@ -150,6 +153,9 @@ _audio_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_audio_parts)
 # No CPU for Ray (see "Where things run"): the scheduler counts the mux on the CPU its render's last task freed.
 _mux_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(mux_stored_segments)
 _codecs_task = ray.remote(num_cpus=0, num_gpus=CODEC_CHOICE_GPU_SHARE, max_retries=3)(choose_codecs)
+# The watermark preview of a source the upload's parse vetted (see "Where things run"). No CPU: it must start
+# while the segments hold every core, and it decodes a few frames.
+_preview_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(render_preview)
 # No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
 _tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
 
@@ -334,8 +340,8 @@ class RenderRun:
         """The source's facts, and (with a watermark) what makes the preview PNG.
 
         Facts the upload found are held to `job.limits` (lowered since, perhaps) and used as they are: no parser
-        starts before the segments, and the preview is rendered in one beside them, by the approval gate. Without
-        them, one parser probes the source and renders the preview together."""
+        starts, and the approval gate renders the preview in a task beside the segments. Without them, one
+        parser probes the source and renders the preview together."""
         job = self.job
         info = job.source_info
         if info is not None:
@@ -343,7 +349,7 @@ class RenderRun:
             if job.spec.watermark is None:
                 return info, None
             return info, lambda: self._timed(
-                "preview", parse_isolated(job.parse, render_preview, job.source_path, info, job.spec)
+                "preview", _value(self._submit(_preview_task, {}, job.source_path, info, job.spec))
             )
         started = time.perf_counter()
         source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, job.spec)

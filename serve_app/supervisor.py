@@ -18,9 +18,9 @@ The renders it drives share the cluster through one RenderPool: a fair scheduler
 (round-robin across principals, FIFO within one; serve_app.scheduling) and one progress tally, held here: the
 segment tasks report their frames to this actor (`report_frames`), so the tally costs no process of its own.
 
-Cost is bounded per render, and this shared process parses no uploaded byte: the driver probes the source and
-renders the preview in single-use parser workers under the media limits (VIDFORGE_MAX_*, VIDFORGE_PARSE_*), and
-each run of a render is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly like a
+Cost is bounded per render, and this shared process parses no uploaded byte: a source nobody has vetted (an
+asset stored without its upload's facts) is probed in a single-use parser worker under the media limits
+(VIDFORGE_MAX_*, VIDFORGE_PARSE_*); a vetted one is decoded only by the render's own tasks. Each run of a render is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly like a
 cancel, then ends as `render_timeout`.
 """
 

@@ -19,6 +19,7 @@ from mcp_protocol.progress import RenderProgress
 from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
 from render_kernels.probe import MediaLimits, OverLimit
 from serve_app import render_driver, render_tasks
+from serve_app.media_probe import parse_isolated
 from serve_app.render_driver import RenderJob, RenderRejected, RenderRun, run_render
 from serve_app.render_tasks import FrameTally
 
@@ -121,15 +122,22 @@ def test_multi_segment_render_matches_single_segment(clean, media):
         assert min(scores[frame - 1], scores[frame]) >= 40, f"segment boundary at frame {frame}"
 
 
-def test_a_render_from_the_uploads_facts_needs_no_probe_and_makes_the_same_file(clean, media, tmp_path):
-    """With the facts the upload's parse found (`source_info`), nothing parses the source before the segments start;
-    the preview is rendered beside them, and the files are the ones a render that probes first makes."""
+def test_a_render_from_the_uploads_facts_needs_no_probe_and_makes_the_same_file(clean, media, tmp_path, monkeypatch):
+    """With the facts the upload's parse found (`source_info`), no parser starts: the segments start at once, the
+    preview is rendered by a task beside them, and the files are the ones a render that probes first makes."""
+    parses = []
+
+    async def counted(*args):
+        parses.append(args[1].__name__)
+        return await parse_isolated(*args)
+
+    monkeypatch.setattr(render_driver, "parse_isolated", counted)
     probed_job = clean[3][0]
     job = replace(job_for(media, tmp_path), source_info=probe(media[0]))
     hooks = Hooks()
     run = RenderRun(job, hooks)
     asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
-    assert "probe" not in run.stages and run.stages["preview"] > 0
+    assert "probe" not in run.stages and run.stages["preview"] > 0 and parses == []
     assert hooks.calls.count(("preview", job.preview_path)) == 1
     with open(job.out_path, "rb") as ours, open(probed_job.out_path, "rb") as probed:
         assert ours.read() == probed.read()

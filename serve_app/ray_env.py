@@ -2,7 +2,7 @@
 
 Ray's defaults suit clusters of many short tasks. A render service runs a few long ones, and every tick of Ray's
 housekeeping is CPU the encodes do not get: on a 2-core machine an idle vidforge server used 3.2 CPU-s per 30 s,
-and a batch of renders through it cost more CPU than the same jobs as ffmpeg processes. Two settings change that:
+and a batch of renders through it cost more CPU than the same jobs as ffmpeg processes. These settings change that:
 
 - `RAY_SERVE_CONTROL_LOOP_INTERVAL_S` 0.5 (Serve's default: 0.1). The Serve controller runs its loop this often
   whether or not anything changed, and it was the busiest process of an idle server (0.9 CPU-s per 30 s). vidforge's
@@ -11,11 +11,23 @@ and a batch of renders through it cost more CPU than the same jobs as ffmpeg pro
   At 1.0 start-up took 1.5 s longer for little more gain.
 - `RAY_event_stats` 0: no timing of every handler of the event loops in Ray's C++ parts (raylet, GCS, every
   worker). It feeds Ray's debug dumps only, and costs CPU in each of those processes all the time.
+- `RAY_SERVE_METRICS_EXPORT_INTERVAL_MS` 1000 (Serve's default: 100). Each replica hands its cached metrics to
+  Ray's metric API this often; Prometheus reads them every few seconds at best. 0.1 CPU-s per 30 s per replica.
+- `RAY_LOG_MONITOR_MANY_FILES_THRESHOLD` 0 and `LOG_NAME_UPDATE_INTERVAL_S` 5. Ray's log monitor (one per node)
+  lists the session's log folder again before each read of the files it follows, ten times a second, while the
+  folder holds fewer than 1000 files; a render service starts a worker (two log files) per parse. With these it
+  lists the folder every 5 s: the monitor went from 0.26 to 0.12 CPU-s per 30 s idle, and more under load. Its
+  only readers are drivers that ask for their workers' output, which vidforge's do not (`log_to_driver=False`);
+  a new worker's first lines reach such a driver up to 5 s later.
 
-Together: 2.2 instead of 3.2 CPU-s per 30 s idle. They must be in the environment of the process that starts a
-node's raylet: `vidforge serve` sets them (`apply_ray_env_defaults`) before it starts its embedded cluster; on a
-cluster every `ray start` has them (cluster.yaml, deploy/rayservice.yaml; tests/test_cluster_config.py checks both).
-An operator's own value of either variable wins.
+The first two took an idle server from 3.2 to 2.2 CPU-s per 30 s; the other three, measured the same hour on a
+slower day, from 2.8 to 2.3. What is left is mostly a floor of Ray's: every Python worker's main thread wakes
+100 times a second to check for signals (0.2 CPU-s per 30 s per worker process, fixed in Ray's core worker).
+
+They must be in the environment of the process that starts a node's raylet: `vidforge serve` sets them
+(`apply_ray_env_defaults`) before it starts its embedded cluster; on a cluster every `ray start` has them
+(cluster.yaml, deploy/rayservice.yaml; tests/test_cluster_config.py checks both). An operator's own value of any
+of them wins.
 """
 
 from __future__ import annotations
@@ -26,6 +38,9 @@ from collections.abc import MutableMapping
 RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
     "RAY_event_stats": "0",
+    "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
+    "RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0",
+    "LOG_NAME_UPDATE_INTERVAL_S": "5",
 }
 
 

@@ -51,6 +51,7 @@ from render_throughput import ffmpeg_command  # noqa: E402
 from render_kernels import RenderSpec, SourceInfo, WatermarkSpec, probe  # noqa: E402
 
 TARGET_RATIO = 0.95
+REST_S = 10.0  # how long the server is watched at rest, between the warm-up and the batch
 
 
 @dataclass
@@ -78,6 +79,15 @@ def run_vidforge(
             done = list(pool.map(lambda job: drive_render(server, *job), zip(traces, jobs)))
         wall = max(t.seen_done for t in done) - started
     return done, wall, sampler, own_cpu_s() - own_cpu
+
+
+def rest_rate(server: BenchServer, seconds: float = REST_S) -> float:
+    """The CPU seconds per second the server's standing processes use while it serves nothing (after a pause for
+    the warm-up's leftovers). Idle pooled workers are left out: in the batch they are the segment workers."""
+    time.sleep(2.0)
+    with ProcessSampler(os.getsid(server.pid), interval_s=0.5) as sampler:
+        time.sleep(seconds)
+    return (sampler.cpu_s() - sampler.cpu_by_kind.get("idle Ray worker", 0.0)) / seconds
 
 
 def own_cpu_s() -> float:
@@ -161,6 +171,7 @@ def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str
         warm = RenderTrace(principal=0, watermark=True)
         drive_render(server, warm, render_args(sources[0], logos[0]))
         print(f"warm-up render (excluded): {warm.seen_done - warm.sent:.1f} s")
+        rest = rest_rate(server)
 
         traces, vf_wall, sampler, bench_cpu = run_vidforge(server, sources, logos, args.renders, args.principals)
         vf_cpu = sampler.cpu_s()
@@ -211,6 +222,20 @@ def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str
         f"{ff_cpu / (ff_wall * cores):4.0%} of {cores} cores"
     )
     print(f"  throughput ratio vidforge/ffmpeg: {vf_rate / ff_rate:.2f}  (target >= {TARGET_RATIO})")
+    # Were each render to cost exactly what its ffmpeg job costs, at ffmpeg's utilisation, the standing processes'
+    # cost at rest alone (R CPU-s per s) would still leave the ratio at most 1 - R / (ffmpeg's CPU-s per s).
+    busy = ff_cpu / ff_wall
+    work = sum(v for k, v in sampler.cpu_by_kind.items() if k in ("segment worker", "audio worker"))
+    print(
+        f"  vidforge at rest (before the batch): {rest:.3f} CPU-s per s = {rest / cores:.1%} of the cores, "
+        f"{rest * vf_wall:.1f} CPU-s over this batch; the ratio it leaves with renders costing what ffmpeg's "
+        f"jobs cost: {1 - rest / busy:.2f}"
+    )
+    print(
+        f"  vidforge's segment and audio work {work:.1f} CPU-s ({work / ff_cpu:.2f}x ffmpeg's jobs); beyond it and "
+        f"the cost at rest: {vf_cpu - work - rest * vf_wall:.1f} CPU-s (worker start-ups and idle pooled "
+        f"workers, previews, the control plane's work)"
+    )
     first, last = min(t.seen_done - t.sent for t in traces), max(t.seen_done - t.sent for t in traces)
     print(f"  vidforge render latency: first done after {first:.1f} s, last after {last:.1f} s")
     print(f"  load average: {load_after:.2f} after (the machine's, other work included)")

@@ -291,7 +291,7 @@ def report_mcp(trace: RenderTrace, timings, sampler: ProcessSampler, ff_wall: fl
     rows = [
         ("tools/call -> CreateTaskResult", trace.created - trace.sent),
         ("probe (isolated parser, its start-up included; none: the upload's facts)", stages.get("probe")),
-        ("watermark preview (isolated parser; beside the segments without a probe)", stages.get("preview")),
+        ("watermark preview (a task beside the segments; with the probe if there was one)", stages.get("preview")),
         ("wait for the first CPU (fair scheduler)", stages.get("queue")),
         ("audio (from queued to done)", stages.get("audio")),
         ("  audio kernel alone", timings.audio_wall_s),

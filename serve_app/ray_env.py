@@ -19,9 +19,13 @@ and a batch of renders through it cost more CPU than the same jobs as ffmpeg pro
   lists the folder every 5 s: the monitor went from 0.26 to 0.12 CPU-s per 30 s idle, and more under load. Its
   only readers are drivers that ask for their workers' output, which vidforge's do not (`log_to_driver=False`);
   a new worker's first lines reach such a driver up to 5 s later.
+- `REPORTER_UPDATE_INTERVAL_MS` 30000 (default 5000). The dashboard agent's reporter reads the CPU and memory of
+  every process on its node this often, for the dashboard's node view and the node metrics it exports; a render
+  node runs a dozen or more. The agent went from 0.26 to 0.14 CPU-s per 30 s idle; those figures are 30 s old at
+  worst (Prometheus commonly scrapes every 15–60 s).
 
-The first two took an idle server from 3.2 to 2.2 CPU-s per 30 s; the other three, measured the same hour on a
-slower day, from 2.8 to 2.3. What is left is mostly a floor of Ray's: every Python worker's main thread wakes
+The first two took an idle server from 3.2 to 2.2 CPU-s per 30 s; the log monitor's and Serve's metrics settings,
+measured the same hour on a slower day, from 2.8 to 2.3; the reporter's, another 0.1. What is left is mostly a floor of Ray's: every Python worker's main thread wakes
 100 times a second to check for signals (0.2 CPU-s per 30 s per worker process, fixed in Ray's core worker).
 
 They must be in the environment of the process that starts a node's raylet: `vidforge serve` sets them
@@ -41,6 +45,7 @@ RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
     "RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0",
     "LOG_NAME_UPDATE_INTERVAL_S": "5",
+    "REPORTER_UPDATE_INTERVAL_MS": "30000",
 }
 
 

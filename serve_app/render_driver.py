@@ -20,9 +20,9 @@ the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fix
 
 Live progress: while it encodes, each segment task reports its frames done so far (at most every
 PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally (one for all renders of the pool, each run under
-a key of its own; held by the supervisor, or an actor of its own); the driver reads the tally as often and hands the hooks one RenderProgress
-(phase, frames done/total, measured speed) when the count moved. So a render reports about once a second
-however few segments it has, and a slow reader never slows the encode.
+a key of its own; held by the supervisor, or an actor of its own); the driver reads the tally as often and
+hands the hooks one RenderProgress (phase, frames done/total, measured speed) when the count moved. So a render
+reports about once a second however few segments it has, and a slow reader never slows the encode.
 
 Where things run:
 - the source's facts (size, rate, frame count, keyframes) come from the upload's own parse when the job has

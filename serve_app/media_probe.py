@@ -5,8 +5,9 @@ allocation or a hang inside it must end that one upload with a clear error and n
 uploaded bytes runs in a shared process such as the Serve ingress. `parse_isolated` runs a kernel that takes
 media (inspect_media at upload; probe and render_preview for an asset stored without the upload's facts — with
 them, the render's own tasks decode the vetted file, see serve_app.render_driver) in a fresh single-use Ray
-actor — one worker process, killed when the parse ends — that first caps its own memory. A local file is parsed on this node; an object
-in a bucket is read by the parser itself, wherever it runs, fetching only the ranges it decodes:
+actor — one worker process, killed when the parse ends — that first caps its own memory. A local file is parsed
+on this node; an object in a bucket is read by the parser itself, wherever it runs, fetching only the ranges it
+decodes:
 
 - memory: RLIMIT_DATA at what the idle worker already uses plus VIDFORGE_PARSE_MEMORY_BYTES (Ray does not
   enforce `memory=`). DATA rather than AS: a Ray worker maps the whole object store and every decoder thread

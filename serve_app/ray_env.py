@@ -25,8 +25,9 @@ and a batch of renders through it cost more CPU than the same jobs as ffmpeg pro
   worst (Prometheus commonly scrapes every 15–60 s).
 
 The first two took an idle server from 3.2 to 2.2 CPU-s per 30 s; the log monitor's and Serve's metrics settings,
-measured the same hour on a slower day, from 2.8 to 2.3; the reporter's, another 0.1. What is left is mostly a floor of Ray's: every Python worker's main thread wakes
-100 times a second to check for signals (0.2 CPU-s per 30 s per worker process, fixed in Ray's core worker).
+measured the same hour on a slower day, from 2.8 to 2.3; the reporter's, another 0.1. What is left is mostly a
+floor of Ray's: every Python worker's main thread wakes 100 times a second to check for signals (0.2 CPU-s per
+30 s per worker process, fixed in Ray's core worker).
 
 They must be in the environment of the process that starts a node's raylet: `vidforge serve` sets them
 (`apply_ray_env_defaults`) before it starts its embedded cluster; on a cluster every `ray start` has them

@@ -20,8 +20,9 @@ segment tasks report their frames to this actor (`report_frames`), so the tally 
 
 Cost is bounded per render, and this shared process parses no uploaded byte: a source nobody has vetted (an
 asset stored without its upload's facts) is probed in a single-use parser worker under the media limits
-(VIDFORGE_MAX_*, VIDFORGE_PARSE_*); a vetted one is decoded only by the render's own tasks. Each run of a render is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly like a
-cancel, then ends as `render_timeout`.
+(VIDFORGE_MAX_*, VIDFORGE_PARSE_*); a vetted one is decoded only by the render's own tasks. Each run of a render
+is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly like a cancel, then ends as
+`render_timeout`.
 """
 
 from __future__ import annotations

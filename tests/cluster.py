@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import free_port, wait_until
+from tests.harness import free_port, session_processes, wait_until
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 180
@@ -169,13 +169,9 @@ class LocalCluster:
 
 
 def _kill_session(sid: int) -> None:
-    """SIGKILL every process in session `sid`, whatever its process group. (Linux hands out no PID that is
-    still some process's session id, so these are the node's processes and no others.)"""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    """SIGKILL every process in session `sid` (the node's processes and no others; see session_processes)."""
+    for pid, _ in session_processes(sid):
         try:
-            if os.getsid(int(entry.name)) == sid:
-                os.kill(int(entry.name), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             continue

@@ -99,6 +99,22 @@ def wait_until(predicate, timeout: float, interval: float = 0.25, message: str =
         time.sleep(interval)
 
 
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process in session `sid`, whatever its process group. (Linux hands out no PID
+    that is still some process's session id, so these are that session's processes and no others.)"""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) == sid:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                found.append((int(entry.name), cmdline.decode(errors="replace")))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
 class ServerProcess:
     """`vidforge serve` as a subprocess with its own data dir, tokens and environment."""
 
@@ -160,16 +176,7 @@ class ServerProcess:
         """(pid, command line) of every process of this server: it runs in a session of its own, and Ray titles
         its workers `ray::<actor class or task>`."""
         assert self.proc is not None, "started"
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if os.getsid(int(entry.name)) == self.proc.pid:
-                    found.append((int(entry.name), (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
-            except (OSError, UnicodeDecodeError):
-                continue  # gone meanwhile
-        return found
+        return session_processes(self.proc.pid)
 
     def stop(self) -> int | None:
         """SIGTERM and wait; returns the exit status (None when it had to be killed)."""

@@ -45,11 +45,12 @@ test: $(STAMP) clients
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "fast and not ray"
 
-# Lint, format and types, as configured in pyproject.toml (mypy: strict flags on mcp_protocol/ and render_kernels/).
+# Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on mcp_protocol/ and render_kernels/).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 # Render speed against ffmpeg (the driver alone; one render through MCP, with the stage breakdown and the memory of
 # 4k renders of 30, 60 and 120 s; a batch of 8 renders), the control plane, then the reliability runs (ingress

@@ -6,8 +6,8 @@ from typing import Any
 
 import ray
 
+from actors.settings import RegistrySettings
 from actors.task_registry import TaskRegistry
-from serve_app.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def singleton_actor_options(name: str, namespace: str) -> dict:
     }
 
 
-def get_or_create_registry(config: Config) -> ray.actor.ActorHandle:
+def get_or_create_registry(config: RegistrySettings) -> ray.actor.ActorHandle:
     """One registry per cluster (per ``config.namespace``), recovering from the store under ``config.state_dir``
     (on the head node, where it is pinned) whenever it is restarted; its sweep deletes expired files from the
     media store and re-drives unleased tasks through the namespace's render supervisor."""

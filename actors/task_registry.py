@@ -23,6 +23,7 @@ from typing import NamedTuple, Protocol
 
 from actors.change_feed import ChangeFeed, Changes, Snapshot
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
+from actors.settings import RegistrySettings
 from actors.store import TaskStore
 from mcp_protocol.domain import (
     TERMINAL,
@@ -43,7 +44,6 @@ from mcp_protocol.domain import (
 from media_store import open_media_store
 from media_store.artifacts import delete_renders
 from media_store.assets import AssetIndex, assets_named, hide_assets, settle_hidden
-from serve_app.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,9 @@ def new_task_id() -> str:
 class TaskRegistry:
     """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
 
-    def __init__(self, config: Config, clock: Callable[[], float] = time.time, driver: Driver | None = None) -> None:
+    def __init__(
+        self, config: RegistrySettings, clock: Callable[[], float] = time.time, driver: Driver | None = None
+    ) -> None:
         self._config = config
         self._clock = clock
         self._driver = driver

@@ -60,7 +60,7 @@ from render_kernels import RenderSpec, WatermarkSpec, output_size, probe  # noqa
 from render_kernels.audio import AAC_BIT_RATE  # noqa: E402
 from render_kernels.compose import Watermark  # noqa: E402
 from render_kernels.encoders import X264_OPTIONS  # noqa: E402
-from serve_app.render_driver import RenderJob, RenderRun  # noqa: E402
+from serve_app.rendering.render_driver import RenderJob, RenderRun  # noqa: E402
 
 RESOLUTION = "720p"
 WATERMARK = {"position": "bottom_right", "opacity": 0.6}

@@ -1,7 +1,7 @@
 """A real `vidforge serve` for the benchmarks, the MCP calls they make on it, and what they measure about its
 processes. Shared by render_throughput.py (--mcp), batch_throughput.py and control_plane.py.
 
-The server runs as an operator runs it (`python -m serve_app.cli serve`, starting its own Ray), with a
+The server runs as an operator runs it (`python -m serve_app.launch.cli serve`, starting its own Ray), with a
 tokens file of `principals` principals. Renders are driven over the wire like an agent does: `tools/call`
 with the tasks extension, a `subscriptions/listen` stream per render (so completion is seen when it happens,
 not at the next poll), the watermark approved with `vidforge_approve_watermark` the moment the task asks.
@@ -201,7 +201,7 @@ KINDS = (
     ("TaskRegistry", "registry"),
     ("FrameTally", "progress tally"),
     ("ServeController", "Serve controller"),
-    ("serve_app.cli", "vidforge serve (Ray driver)"),
+    ("serve_app.launch.cli", "vidforge serve (Ray driver)"),
 )
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")

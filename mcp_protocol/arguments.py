@@ -18,7 +18,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, relevance
 
 from mcp_protocol.catalog import input_schemas
-from mcp_protocol.errors import VidforgeError, invalid_argument, repair
+from mcp_protocol.envelope import VidforgeError, repair
+from mcp_protocol.errors import invalid_argument
 from mcp_protocol.json_types import JSONObject
 
 _validators: dict[str, Draft202012Validator] = {}

@@ -18,7 +18,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mcp_protocol.errors import ErrorCode, new_request_id
+from mcp_protocol.error_codes import ErrorCode, new_request_id
 from mcp_protocol.json_types import JSONObject
 
 OutputFormat = Literal["mp4", "webm", "mov"]

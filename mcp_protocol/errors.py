@@ -1,143 +1,28 @@
-"""The vidforge error catalog: every code an agent can meet, one factory each, and the one envelope they share.
+"""The vidforge error catalog: every code an agent can meet, one factory each.
 
-[6.one-envelope]: every failure an agent can act on is the same object —
-`{code, message, details{field, value?, reason}, temporary, retry_after_ms, repair, request_id, fingerprint}`.
-Tool failures carry it as an `isError: true` result's `structuredContent` (plus a text fallback);
-JSON-RPC failures carry it in `error.data`, with `code`/`message` renamed to `machine_code`/`human_message`
-([6.rename]) so they cannot be confused with the JSON-RPC `code`/`message` beside them; the HTTP file routes
-carry it under `error`.
-
-Errors are built here and nowhere else: `ErrorCode` lists the codes the capability summary publishes, whether one
-is `temporary` is a property of its code, and each code has one factory below. tests/test_error_catalog.py checks
-that the codes, their `temporary` flags and the published `error_catalog` agree, and that every factory is used.
+Errors are built here and nowhere else: `error_codes.ErrorCode` lists the codes the capability summary publishes,
+whether one is `temporary` is a property of its code, each code has one factory below, and each factory's
+wording is here; `envelope` gives them their one shape on the wire ([6.one-envelope]).
+tests/test_error_catalog.py checks that the codes, their `temporary` flags and the published `error_catalog`
+agree, and that every factory is used.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import secrets
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from mcp.shared.exceptions import MCPError
 
 from mcp_protocol.catalog import CAPABILITIES_TOOL, RENDER_TOOL, STATUS_TOOL, video_uri
-from mcp_protocol.identity import fingerprint
-from mcp_protocol.json_types import JSONObject, JSONValue
+from mcp_protocol.envelope import VidforgeError, repair
+from mcp_protocol.error_codes import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, ErrorCode
+from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import duration_adjective, duration_text, iso_ms
 
 if TYPE_CHECKING:
     from mcp_protocol.domain import RenderRequest
 
-INVALID_REQUEST = -32600
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-
-
-class ErrorCode(StrEnum):
-    """Every `code` vidforge answers with, in the published `error_catalog`'s order."""
-
-    SOURCE_NOT_FOUND = "source_not_found"
-    UNSUPPORTED_CODEC = "unsupported_codec"
-    WATERMARK_REJECTED = "watermark_rejected"
-    WATERMARK_APPROVAL_TIMEOUT = "watermark_approval_timeout"
-    RENDER_QUOTA_EXCEEDED = "render_quota_exceeded"
-    RENDER_FAILED = "render_failed"
-    INVALID_ARGUMENT = "invalid_argument"
-    RENDER_NOT_FOUND = "render_not_found"
-    APPROVAL_NOT_PENDING = "approval_not_pending"
-    APPROVAL_ALREADY_RECORDED = "approval_already_recorded"
-    RENDER_CANCELLED = "render_cancelled"
-    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
-    UNKNOWN_TOOL = "unknown_tool"
-    ASSET_TOO_LARGE = "asset_too_large"
-    ASSET_QUOTA_EXCEEDED = "asset_quota_exceeded"
-    STORAGE_FULL = "storage_full"
-    MEDIA_LIMIT_EXCEEDED = "media_limit_exceeded"
-    RENDER_TIMEOUT = "render_timeout"
-    TASK_EXPIRED = "task_expired"
-    TASK_NOT_FOUND = "task_not_found"
-    RESOURCE_NOT_FOUND = "resource_not_found"
-    RESOURCE_TOO_LARGE = "resource_too_large"
-    UNAUTHORIZED = "unauthorized"
-    ROUTE_NOT_FOUND = "route_not_found"
-    METHOD_NOT_ALLOWED = "method_not_allowed"
-    INSUFFICIENT_SCOPE = "insufficient_scope"
-    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
-    HOST_NOT_ALLOWED = "host_not_allowed"
-    CONCURRENCY_LIMIT_EXCEEDED = "concurrency_limit_exceeded"
-    TOO_MANY_TASK_IDS = "too_many_task_ids"
-    INTERNAL_ERROR = "internal_error"
-
-
-# The codes whose request may succeed unchanged later (the server's state, not the request, was the problem).
-TEMPORARY = frozenset(
-    {
-        ErrorCode.RENDER_QUOTA_EXCEEDED,
-        ErrorCode.RENDER_FAILED,
-        ErrorCode.STORAGE_FULL,
-        ErrorCode.CONCURRENCY_LIMIT_EXCEEDED,
-        ErrorCode.INTERNAL_ERROR,
-    }
-)
-_UNSET: JSONValue = object()  # type: ignore[assignment]  # a sentinel: `details.value` is left out
 DISK_FULL_RETRY_AFTER_MS = 60_000  # a hint, not a limit: about the time for a cleanup or a sweep to free space
-
-
-def new_request_id() -> str:
-    return "req_" + secrets.token_hex(8)
-
-
-@dataclasses.dataclass
-class VidforgeError(Exception):
-    """A contract error. Raise it anywhere below a handler; the handler picks the carrier.
-
-    `value` is emitted only when set: [6.offending-value] allows echoing a value the server minted
-    or one known to be safe, never arbitrary caller input by default. `jsonrpc_message` replaces `message` as the
-    JSON-RPC error's own message where the protocol fixes that text.
-    """
-
-    code: ErrorCode
-    message: str
-    field: str | None
-    reason: str
-    retry_after_ms: int | None = None
-    repair: JSONObject | None = None
-    value: JSONValue = _UNSET
-    text: str | None = None
-    jsonrpc_code: int = INVALID_PARAMS
-    jsonrpc_message: str | None = None
-    request_id: str = dataclasses.field(default_factory=new_request_id)
-
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
-
-    @property
-    def temporary(self) -> bool:
-        return self.code in TEMPORARY
-
-    def envelope(self) -> JSONObject:
-        details: JSONObject = {"field": self.field, "reason": self.reason}
-        if self.value is not _UNSET:
-            details["value"] = self.value
-        return {
-            "code": self.code.value,
-            "message": self.message,
-            "details": details,
-            "temporary": self.temporary,
-            "retry_after_ms": self.retry_after_ms,
-            "repair": self.repair,
-            "request_id": self.request_id,
-            "fingerprint": fingerprint(),
-        }
-
-
-def repair(next_step: str, tool: str | None, arguments: JSONObject, alternative: str | None = None) -> JSONObject:
-    """[6.repair-object]: a callable next step — a tool and literally callable arguments."""
-    out: JSONObject = {"next_step": next_step, "tool": tool, "arguments": arguments}
-    if alternative:
-        out["alternative"] = alternative
-    return out
 
 
 def rerender_repair(request: RenderRequest, next_step: str, alternative: str) -> JSONObject:
@@ -147,36 +32,6 @@ def rerender_repair(request: RenderRequest, next_step: str, alternative: str) ->
 
 def _status_repair(render_id: str, alternative: str | None = None) -> JSONObject:
     return repair("check_render_status", STATUS_TOOL, {"render_id": render_id}, alternative)
-
-
-# -- carriers ----------------------------------------------------------------------------------------------
-
-
-def tool_error_result(error: VidforgeError) -> JSONObject:
-    """Carrier 1: a `CallToolResult` with `isError: true`, the envelope in `structuredContent`."""
-    return {
-        "resultType": "complete",
-        "isError": True,
-        "content": [
-            {"type": "text", "text": error.text or f"{error.code.value}: {error.message} {error.reason}".strip()}
-        ],
-        "structuredContent": error.envelope(),
-    }
-
-
-def jsonrpc_error_data(error: VidforgeError) -> JSONObject:
-    """Carrier 2: the envelope for `error.data`, `code`/`message` renamed per [6.rename]."""
-    env = error.envelope()
-    env["machine_code"] = env.pop("code")
-    env["human_message"] = env.pop("message")
-    return env
-
-
-def as_mcp_error(error: VidforgeError) -> MCPError:
-    """Raise-able JSON-RPC form; the SDK maps `MCPError` onto the wire (and -32602 onto HTTP 400)."""
-    return MCPError(
-        code=error.jsonrpc_code, message=error.jsonrpc_message or error.message, data=jsonrpc_error_data(error)
-    )
 
 
 # -- the catalog: one factory per code -----------------------------------------------------------------------

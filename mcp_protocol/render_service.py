@@ -1,7 +1,7 @@
 """The narrow interface between the wire and the engine.
 
 `mcp_protocol` speaks only to this protocol; `serve_app` implements it over Ray (TaskRegistry actor,
-render driver, asset and artifact stores) in `serve_app/ray_render_service.py`. Records are the TaskRegistry's
+render driver, asset and artifact stores) in `serve_app/ingress/ray_render_service.py`. Records are the TaskRegistry's
 `TaskRecord`s. Keeping Ray out of this room lets the wire be tested in-process (tests/fast/ serves it from an
 in-memory implementation).
 """
@@ -11,29 +11,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
-
-
-class WireSettings(Protocol):
-    """The operator settings the wire states or enforces (`serve_app.config.Config` has them all, with their
-    defaults and environment variables): the durations its texts name, and the bounds on a listen stream."""
-
-    @property
-    def task_ttl_ms(self) -> int: ...
-
-    @property
-    def result_retention_s(self) -> int: ...
-
-    @property
-    def idempotency_ttl_s(self) -> int: ...
-
-    @property
-    def approval_timeout_s(self) -> float: ...
-
-    @property
-    def max_listen_task_ids(self) -> int: ...
-
-    @property
-    def listen_idle_s(self) -> float: ...
 
 
 class RenderService(Protocol):

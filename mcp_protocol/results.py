@@ -22,7 +22,8 @@ from mcp_protocol.domain import (
     TaskRecord,
     Unsupported,
 )
-from mcp_protocol.errors import ErrorCode, VidforgeError, tool_error_result
+from mcp_protocol.envelope import VidforgeError, tool_error_result
+from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import duration_text, iso_ms
 

@@ -42,10 +42,10 @@ from mcp_protocol.catalog import (
     tool_definitions,
 )
 from mcp_protocol.domain import TaskRecord
-from mcp_protocol.errors import VidforgeError, as_mcp_error
+from mcp_protocol.envelope import VidforgeError, as_mcp_error
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
 from mcp_protocol.json_types import JSONObject
-from mcp_protocol.render_service import RenderService, WireSettings
+from mcp_protocol.render_service import RenderService
 from mcp_protocol.tasks import (
     SUBSCRIPTION_ID_META_KEY,
     StreamNotification,
@@ -56,6 +56,7 @@ from mcp_protocol.tasks import (
 )
 from mcp_protocol.tools import ToolCalls
 from mcp_protocol.views import Caller
+from mcp_protocol.wire_settings import WireSettings
 
 DISCOVERY_TTL_MS = 3_600_000
 RESOURCE_TTL_MS = 60_000
@@ -246,7 +247,7 @@ class VidforgeServer:
         and resources never change at runtime, so those opt-ins are honoured and simply never fire.
 
         Bounded, since a stream holds an ingress slot (and one of the principal's listen leases, see
-        serve_app/admission.py): at most `max_task_ids` taskIds (-32602 beyond), looked up in one registry
+        serve_app/ingress/admission.py): at most `max_task_ids` taskIds (-32602 beyond), looked up in one registry
         call; the stream ends gracefully once every task is terminal, at once when it watches nothing that
         can fire (only unknown or foreign ids), and after `idle_s` without a notification (clients re-listen;
         polling stays authoritative).

@@ -18,11 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_protocol import errors, views
 from mcp_protocol.domain import TaskRecord
-from mcp_protocol.errors import as_mcp_error
+from mcp_protocol.envelope import as_mcp_error
 from mcp_protocol.identity import TASKS_EXTENSION
 from mcp_protocol.json_types import JSONObject
-from mcp_protocol.render_service import RenderService, WireSettings
+from mcp_protocol.render_service import RenderService
 from mcp_protocol.views import Caller
+from mcp_protocol.wire_settings import WireSettings
 
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021

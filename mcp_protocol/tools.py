@@ -23,11 +23,12 @@ from mcp_protocol.catalog import (
     capability_summary,
 )
 from mcp_protocol.domain import AnswerResult, RenderRequest, TaskRecord, TaskStatus
-from mcp_protocol.errors import VidforgeError, repair, tool_error_result
+from mcp_protocol.envelope import VidforgeError, repair, tool_error_result
 from mcp_protocol.json_types import JSONObject
-from mcp_protocol.render_service import RenderService, WireSettings
+from mcp_protocol.render_service import RenderService
 from mcp_protocol.results import end_result
 from mcp_protocol.views import Caller
+from mcp_protocol.wire_settings import WireSettings
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """One read of a source before it is rendered: its facts, and the watermark preview when there is one.
 
-Both parse the tenant's file, so the driver runs them in an isolated parser process (serve_app.media_probe);
+Both parse the tenant's file, so the driver runs them in an isolated parser process (serve_app.media.media_probe);
 together, because starting that process costs more CPU than both parses.
 """
 

@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from actors.settings import RegistrySettings
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -48,7 +50,7 @@ class Config(BaseSettings):
     max_frame_pixels: int = 8_847_360  # 4096 x 2160 (DCI 4K, covers UHD)
     max_frame_rate: float = 240.0  # phone slow motion
     max_output_frames: int = 864_000  # 4 h at 60 fps
-    parse_timeout_s: float = 120.0  # one isolated parse of uploaded media (serve_app.media_probe)
+    parse_timeout_s: float = 120.0  # one isolated parse of uploaded media (serve_app.media.media_probe)
     parse_memory_bytes: int = 1024**3  # what one parse may allocate beyond its idle worker process
     # Test seam only (media_probe._test_fault): unset in production.
     parse_fault_prefix: str = Field(default="", validation_alias="VIDFORGE_TEST_PARSE_FAULT_PREFIX")
@@ -61,7 +63,7 @@ class Config(BaseSettings):
     # Output pixels (frames x width x height, millions) one segment task encodes at most: bounds a segment
     # worker's and the mux's memory whatever the video's length. 2500: ~10 s of 4k30, 40 s of 1080p30.
     segment_max_megapixels: int = 2500
-    # Ingress admission (issue 8): each replica's own request bounds (serve_app/request_slots.py), per-principal
+    # Ingress admission (issue 8): each replica's own request bounds (serve_app/ingress/request_slots.py), per-principal
     # caps held cluster-wide, Origin/Host checks.
     replicas: int = 1
     max_ongoing_requests: int = 256  # per replica
@@ -93,6 +95,23 @@ class Config(BaseSettings):
     @classmethod
     def from_json(cls, raw: str) -> Config:
         return cls.model_validate_json(raw)
+
+    def registry_settings(self) -> RegistrySettings:
+        """The part of these settings the task registry runs by (it does not import this module)."""
+        return RegistrySettings(
+            data_dir=self.data_dir,
+            state_dir=self.state_dir,
+            storage_url=self.storage_url,
+            namespace=self.namespace,
+            max_concurrent_renders=self.max_concurrent_renders,
+            task_ttl_ms=self.task_ttl_ms,
+            poll_interval_ms=self.poll_interval_ms,
+            idempotency_ttl_s=self.idempotency_ttl_s,
+            result_retention_s=self.result_retention_s,
+            asset_retention_s=self.asset_retention_s,
+            sweep_interval_s=self.sweep_interval_s,
+            sweep_batch=self.sweep_batch,
+        )
 
     @property
     def public_base_url(self) -> str:

@@ -13,4 +13,4 @@ def media_store(config: Config) -> MediaStore:
 
 
 def registry_handle(config: Config):
-    return get_or_create_registry(config)
+    return get_or_create_registry(config.registry_settings())

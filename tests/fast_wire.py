@@ -1,7 +1,7 @@
 """The fast lane's server: vidforge's `/mcp` served in-process, on an in-memory `RenderService`.
 
 `MemoryRenderService` implements the render-service protocol (mcp_protocol/render_service.py) the way
-`serve_app.ray_render_service.RayRenderService` does, minus Ray: the TaskRegistry is the real class, in this
+`serve_app.ingress.ray_render_service.RayRenderService` does, minus Ray: the TaskRegistry is the real class, in this
 process, on a temporary SQLite store; assets are a table of known URIs; and nothing renders: a test moves a render
 along (approval asked, progress, success, failure) with the calls the render supervisor would make. The wire
 in front of it is the production one — the SDK's session manager behind `McpEndpoint`, bearer authentication and
@@ -42,10 +42,10 @@ from mcp_protocol.domain import (
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.progress import RENDERING
 from mcp_protocol.server import VidforgeServer
-from serve_app.auth import authentication
 from serve_app.config import Config
-from serve_app.http_errors import EXCEPTION_HANDLERS
-from serve_app.origin import OriginGuard, OriginPolicy
+from serve_app.ingress.auth import authentication
+from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
+from serve_app.ingress.origin import OriginGuard, OriginPolicy
 from tests.harness import meta, request_headers
 
 T = TypeVar("T")
@@ -57,7 +57,7 @@ class MemoryRenderService:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.registry = TaskRegistry(config)
+        self.registry = TaskRegistry(config.registry_settings())
         self.assets: dict[str, tuple[str, str]] = {}  # uri -> (owner, kind)
         self.videos: dict[str, bytes] = {}  # render id -> the finished file's bytes
         self.listening = threading.Event()  # set when a listen stream waits for a change (see `watch`)
@@ -149,7 +149,7 @@ class MemoryRenderService:
 
 
 def mcp_app(service: MemoryRenderService, config: Config) -> tuple[Starlette, StreamableHTTPSessionManager]:
-    """`/mcp` as `serve_app.app.build_app` mounts it (minus the Ray-held admission caps and the file routes)."""
+    """`/mcp` as `serve_app.ingress.app.build_app` mounts it (minus the Ray-held admission caps and the file routes)."""
     server = VidforgeServer(service, config)
     manager = StreamableHTTPSessionManager(app=server.server, json_response=True, stateless=True)
     authenticated = Mount(

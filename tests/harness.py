@@ -145,7 +145,7 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [*self.prefix, sys.executable, "-m", "serve_app.cli", "serve", "--port", str(self.port)],
+            [*self.prefix, sys.executable, "-m", "serve_app.launch.cli", "serve", "--port", str(self.port)],
             cwd=REPO,
             env=self.env,
             stdout=log,

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from render_kernels import RenderSpec, choose_video_encoder, encode_segment, mux_segments, plan_segments, probe
-from serve_app.render_tasks import encode_segment_parts
+from serve_app.rendering.render_tasks import encode_segment_parts
 from tests.cluster import LocalCluster
 from tests.harness import REPO, TERMINAL, ServerProcess, Wire, free_port, poll_task, upload, wait_until
 from tests.media import decode_all, make_clip, psnr_y

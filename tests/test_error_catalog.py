@@ -13,7 +13,8 @@ import pytest
 
 from mcp_protocol import errors
 from mcp_protocol.catalog import capability_summary
-from mcp_protocol.errors import TEMPORARY, ErrorCode
+from mcp_protocol.envelope import VidforgeError
+from mcp_protocol.error_codes import TEMPORARY, ErrorCode
 from serve_app.config import Config
 from tests.harness import REPO
 
@@ -98,6 +99,6 @@ def test_every_published_code_is_raised_somewhere():
 
 
 def test_temporary_is_a_property_of_the_code():
-    assert "temporary" not in inspect.signature(errors.VidforgeError).parameters
+    assert "temporary" not in inspect.signature(VidforgeError).parameters
     assert errors.render_failed is not None and errors.storage_full(None).temporary is True
     assert errors.render_not_found("task_x", 60).temporary is False

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mcp_protocol.domain import ApprovalTimedOut, Failed, Unsupported
-from mcp_protocol.errors import ErrorCode, no_asset_at, over_time_limit
+from mcp_protocol.error_codes import ErrorCode
+from mcp_protocol.errors import no_asset_at, over_time_limit
 from tests.fast_wire import FastWire, fast_wire
 from tests.fuzz_requests import check_malformed_answer, malformed_request, run_fuzz
 from tests.harness import PROTOCOL, REPO, TOOL_NAMES, meta, validate

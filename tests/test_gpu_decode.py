@@ -29,8 +29,8 @@ from render_kernels import (
 )
 from render_kernels.decoders import NVDEC_DECODERS, nvdec_refusal, select_video_decoder
 from render_kernels.encoders import choose_video_encoder
-from serve_app.render_driver import RenderJob, run_render
-from serve_app.render_tasks import choose_codecs
+from serve_app.rendering.render_driver import RenderJob, run_render
+from serve_app.rendering.render_tasks import choose_codecs
 
 FPS = 10
 SECONDS = 6.0

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_app.leases import LeaseLedger
+from serve_app.ingress.leases import LeaseLedger
 from tests.harness import ServerProcess, Wire, meta, validate, wait_until
 from tests.media import make_clip
 

@@ -144,7 +144,7 @@ def test_credentials(server):
 def test_refuses_non_loopback_bind_without_tokens(tmp_path):
     env = {"VIDFORGE_DATA_DIR": str(tmp_path)}
     run = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "serve", "--host", "0.0.0.0"],
+        [sys.executable, "-m", "serve_app.launch.cli", "serve", "--host", "0.0.0.0"],
         cwd=REPO,
         env={**os.environ, **env},
         capture_output=True,

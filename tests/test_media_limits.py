@@ -141,7 +141,7 @@ def test_parser_crash_and_hang_fail_only_their_own_upload(server, media):
 def add_with_cli(server, path: str, **env: str) -> str:
     """`vidforge assets add` into the server's data dir, under other (higher) limits than the server's."""
     done = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "assets", "add", path, "--data-dir", str(server.data_dir)],
+        [sys.executable, "-m", "serve_app.launch.cli", "assets", "add", path, "--data-dir", str(server.data_dir)],
         cwd=REPO,
         env={**os.environ, **env},
         capture_output=True,
@@ -168,7 +168,7 @@ def test_limits_are_refused_at_create_from_the_stored_facts(server, media):
         "reason": "duration 5 s is over the 4 s limit (VIDFORGE_MAX_SOURCE_DURATION_S)",
     }
     refused = subprocess.run(  # the CLI holds an operator's own uploads to the limits in force for it
-        [sys.executable, "-m", "serve_app.cli", "assets", "add", long_clip, "--data-dir", str(server.data_dir)],
+        [sys.executable, "-m", "serve_app.launch.cli", "assets", "add", long_clip, "--data-dir", str(server.data_dir)],
         cwd=REPO,
         env={**os.environ, **LIMITS},
         capture_output=True,

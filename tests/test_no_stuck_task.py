@@ -17,10 +17,10 @@ import pytest
 import ray
 
 from mcp_protocol.domain import RenderRequest, TaskRecord
-from serve_app.assets import AssetStore
 from serve_app.config import Config
 from serve_app.handles import registry_handle
-from serve_app.supervisor import RenderSupervisor
+from serve_app.media.assets import AssetStore
+from serve_app.rendering.supervisor import RenderSupervisor
 from tests.media import make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray

@@ -28,9 +28,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from serve_app.auth import authentication
 from serve_app.config import Config
-from serve_app.oauth import (
+from serve_app.ingress.auth import authentication
+from serve_app.ingress.oauth import (
     InvalidToken,
     IssuerUnavailable,
     JwtVerifier,

@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-from serve_app.auth import TokenFileError, check_bind_allowed, load_tokens
+from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_tokens
 from tests.harness import REPO
 from tests.media import make_clip, make_watermark_png
 
@@ -28,7 +28,7 @@ def test_cluster_yaml_parses_with_head_gpu_and_cpu_node_types():
 
 def run_cli(*args, data_dir):
     return subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "assets", "add", *args, "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "serve_app.launch.cli", "assets", "add", *args, "--data-dir", str(data_dir)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -79,7 +79,7 @@ def test_tokens_file_rules(tmp_path):
 
 def serve_cli(*args, env):
     return subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "serve", *args],
+        [sys.executable, "-m", "serve_app.launch.cli", "serve", *args],
         cwd=REPO,
         env={**os.environ, **env},
         capture_output=True,

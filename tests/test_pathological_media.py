@@ -18,9 +18,9 @@ from render_kernels import UnsupportedMedia, WatermarkSpec, output_size, probe
 from render_kernels.compose import FramePipeline
 from render_kernels.probe import MediaLimits, OverLimit
 from render_kernels.spec import POSITIONS
-from serve_app.assets import AssetStore
 from serve_app.config import Config
-from serve_app.media_limits import check_stored_facts, media_refusal, refusal_reason
+from serve_app.media.assets import AssetStore
+from serve_app.media.media_limits import check_stored_facts, media_refusal, refusal_reason
 from tests.harness import REPO
 from tests.media import make_clip, make_watermark_png
 
@@ -93,9 +93,9 @@ def test_huge_image_is_refused_from_its_header_without_decoding(tmp_path):
     script = (
         "import resource, sys\n"
         "from render_kernels import UnsupportedMedia\n"
-        "from serve_app.assets import AssetStore\n"
+        "from serve_app.media.assets import AssetStore\n"
         "from serve_app.config import Config\n"
-        "from serve_app.media_limits import refusal_reason\n"
+        "from serve_app.media.media_limits import refusal_reason\n"
         f"store = AssetStore(Config(data_dir={str(tmp_path / 'data')!r}))\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
         "try:\n"

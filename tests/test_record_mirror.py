@@ -1,4 +1,4 @@
-"""A replica's record mirror (serve_app.record_mirror) against the real TaskRegistry, in-process: the mirror
+"""A replica's record mirror (serve_app.ingress.record_mirror) against the real TaskRegistry, in-process: the mirror
 follows the registry's change feed and reads through it, exactly as over Ray, without Ray."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from actors import TaskRegistry
 from actors.change_feed import Changes, Snapshot
 from mcp_protocol.domain import RenderRequest, TaskRecord
 from serve_app.config import Config
-from serve_app.record_mirror import RecordMirror
+from serve_app.ingress.record_mirror import RecordMirror
 
 pytestmark = pytest.mark.fast
 
@@ -53,7 +53,7 @@ class InProcessFeed:
 
 
 def registry(tmp_path) -> TaskRegistry:
-    return TaskRegistry(Config(data_dir=str(tmp_path), sweep_interval_s=3600))
+    return TaskRegistry(Config(data_dir=str(tmp_path), sweep_interval_s=3600).registry_settings())
 
 
 async def new_task(reg: TaskRegistry, principal: str = "alice") -> TaskRecord:

@@ -18,10 +18,10 @@ from media import decode_all, make_clip, make_watermark_png, psnr_y
 from mcp_protocol.progress import RenderProgress
 from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
 from render_kernels.probe import MediaLimits, OverLimit
-from serve_app import render_driver, render_tasks
-from serve_app.media_probe import parse_isolated
-from serve_app.render_driver import RenderJob, RenderRejected, RenderRun, run_render
-from serve_app.render_tasks import FrameTally
+from serve_app.media.media_probe import parse_isolated
+from serve_app.rendering import render_driver, render_tasks
+from serve_app.rendering.render_driver import RenderJob, RenderRejected, RenderRun, run_render
+from serve_app.rendering.render_tasks import FrameTally
 
 pytestmark = pytest.mark.ray
 
@@ -380,9 +380,10 @@ def test_worker_side_modules_import_none_of_the_server():
     """What a fresh render or parser worker imports to run its task: the task bodies and the parser, never the MCP
     layer, the settings model or the rest of serve_app (each would add its import time to every worker's start)."""
     code = (
-        "import sys, serve_app.render_tasks, serve_app.media_probe; "
+        "import sys, serve_app.rendering.render_tasks, serve_app.media.media_probe; "
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('serve_app', 'mcp', 'mcp_protocol', 'actors', 'starlette', 'pydantic_settings'))))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert loaded == ["serve_app", "serve_app.media_probe", "serve_app.render_tasks"]
+    packages = ["serve_app", "serve_app.media", "serve_app.rendering"]  # their __init__ files define nothing
+    assert loaded == sorted([*packages, "serve_app.media.media_probe", "serve_app.rendering.render_tasks"])

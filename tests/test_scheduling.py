@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from render_kernels import SourceInfo, plan_segments
-from serve_app.scheduling import FairQueue
+from serve_app.rendering.scheduling import FairQueue
 
 
 def drain(queue: FairQueue) -> list:

@@ -21,8 +21,8 @@ import httpx
 
 from actors import TaskRegistry
 from mcp_protocol.domain import Artifact, RenderRequest, Succeeded
-from serve_app.assets import AssetStore
 from serve_app.config import Config
+from serve_app.media.assets import AssetStore
 from tests.harness import ServerProcess, Wire, poll_task, wait_until
 from tests.media import make_clip, make_watermark_png
 
@@ -139,7 +139,9 @@ def _seed_registry(data_dir, old: int) -> tuple[list[str], str]:
     async def seed() -> tuple[list[str], str]:
         now = time.time()
         clock = {"now": now - 30 * DAY_S}
-        registry = TaskRegistry(Config(data_dir=str(data_dir), sweep_interval_s=3600), lambda: clock["now"])
+        registry = TaskRegistry(
+            Config(data_dir=str(data_dir), sweep_interval_s=3600).registry_settings(), lambda: clock["now"]
+        )
         request = RenderRequest(source_asset_uri="vidforge://assets/a_" + "0" * 24, **RENDER)
 
         async def completed() -> str:
@@ -222,7 +224,9 @@ def test_a_sweep_pass_deletes_at_most_one_batch_and_the_registry_answers_during_
     old_ids, recent_id = _seed_registry(data_dir, 25)
 
     async def scenario() -> list[int]:
-        registry = TaskRegistry(Config(data_dir=str(data_dir), sweep_interval_s=3600, sweep_batch=10))
+        registry = TaskRegistry(
+            Config(data_dir=str(data_dir), sweep_interval_s=3600, sweep_batch=10).registry_settings()
+        )
         deleted = []
         while True:
             sweeping = asyncio.create_task(registry.sweep())

@@ -22,7 +22,8 @@ from mcp_protocol.domain import (
     TaskRecord,
     Unsupported,
 )
-from mcp_protocol.errors import ErrorCode, tool_error_result
+from mcp_protocol.envelope import VidforgeError, tool_error_result
+from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.results import end_result, render_success_result
 
 pytestmark = pytest.mark.fast
@@ -79,7 +80,7 @@ def v0_record(task_id: str, status: str, **fields) -> dict:
     }
 
 
-def stored_error(error: errors.VidforgeError, request_id: str) -> dict:
+def stored_error(error: VidforgeError, request_id: str) -> dict:
     error.request_id = request_id
     return tool_error_result(error)
 

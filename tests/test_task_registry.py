@@ -64,7 +64,7 @@ class FakeClock:
 
 
 def make(tmp_path, clock=None, **config):
-    return TaskRegistry(settings(tmp_path, **config), clock or FakeClock())
+    return TaskRegistry(settings(tmp_path, **config).registry_settings(), clock or FakeClock())
 
 
 def run(coro):
@@ -600,7 +600,7 @@ class RecordingDriver:
 def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
     async def scenario():
         clock, driver = FakeClock(), RecordingDriver()
-        reg = TaskRegistry(settings(tmp_path), clock, driver)
+        reg = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
         unstarted = (await new_task(reg)).task_id  # its supervisor start never ran
         driven = (await new_task(reg)).task_id
         waiting = (await task_in(reg, "input_required")).task_id
@@ -621,7 +621,7 @@ def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
         assert set((await reg.sweep()).redriven) == {driven, waiting}
 
         # A restarted registry holds no leases: it waits one term from its own start before asking.
-        again = TaskRegistry(settings(tmp_path), clock, driver)
+        again = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
         assert (await again.sweep()).redriven == []
         clock.advance(15)
         assert set((await again.sweep()).redriven) == {driven, waiting}
@@ -906,7 +906,9 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
     ray.init(num_cpus=1, include_dashboard=False, namespace=namespace)
     handle = None
     try:
-        handle = get_or_create_registry(Config(data_dir=str(tmp_path), max_concurrent_renders=1, namespace=namespace))
+        handle = get_or_create_registry(
+            Config(data_dir=str(tmp_path), max_concurrent_renders=1, namespace=namespace).registry_settings()
+        )
         task = ray.get(handle.create.remote("alice", request()), timeout=120).task
         with pytest.raises(QuotaExceeded) as excinfo:  # errors keep their type and fields across Ray
             ray.get(handle.create.remote("alice", request(resolution="4k")), timeout=60)
@@ -925,7 +927,7 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
         recovered = ray.get(handle.get.remote("alice", task.task_id), timeout=60)
         assert recovered == task.model_copy(update={"version": task.version + MAX_UNSAVED_BUMPS})  # see restart test
 
-        again = get_or_create_registry(Config(data_dir=str(tmp_path), namespace=namespace))
+        again = get_or_create_registry(Config(data_dir=str(tmp_path), namespace=namespace).registry_settings())
         assert again._actor_id == handle._actor_id
     finally:
         if handle is not None:

@@ -19,7 +19,7 @@ from mcp_protocol.domain import (
     Unsupported,
     Watermark,
 )
-from mcp_protocol.errors import ErrorCode
+from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.results import end_result
 
 pytestmark = pytest.mark.fast

@@ -4,7 +4,7 @@ libav is a large C library, and what it parses here is whatever a tenant uploade
 allocation or a hang inside it must end that one upload with a clear error and nothing else, so no parse of
 uploaded bytes runs in a shared process such as the Serve ingress. `parse_isolated` runs a kernel that takes
 media (inspect_media at upload; probe and render_preview for an asset stored without the upload's facts — with
-them, the render's own tasks decode the vetted file, see serve_app.render_driver) in a fresh single-use Ray
+them, the render's own tasks decode the vetted file, see serve_app.rendering.render_driver) in a fresh single-use Ray
 actor — one worker process, killed when the parse ends — that first caps its own memory. A local file is parsed
 on this node; an object in a bucket is read by the parser itself, wherever it runs, fetching only the ranges it
 decodes:

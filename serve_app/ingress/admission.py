@@ -4,7 +4,7 @@ Every request occupies one of a replica's `VIDFORGE_MAX_ONGOING_REQUESTS` slots 
 milliseconds, but a `subscriptions/listen` stream, an upload trickling in or a large download can hold its
 slot for minutes; a principal that opens hundreds of them starves every other principal (their requests
 queue behind it). So each such request first takes a lease from the cluster-wide ledger
-(`serve_app/leases.py`) and returns it when it ends — completed, failed, or cancelled because the client went
+(`serve_app/ingress/leases.py`) and returns it when it ends — completed, failed, or cancelled because the client went
 away. Past its cap a principal is refused at once: HTTP 429, `Retry-After`, and the contract's envelope
 (`concurrency_limit_exceeded`, temporary, naming the limit) on the route's carrier. Other principals, and
 this principal's short requests (`tasks/get`, `tools/call`, ...), are unaffected.
@@ -22,9 +22,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_protocol import errors
-from mcp_protocol.errors import VidforgeError
+from mcp_protocol.envelope import VidforgeError
 from serve_app.config import Config
-from serve_app.refusals import MCP_PATH, refusal
+from serve_app.ingress.refusals import MCP_PATH, refusal
 
 LISTEN_METHOD = "subscriptions/listen"
 

@@ -1,16 +1,16 @@
 """The Ray Serve deployment of the ingress: stateless replicas, each answering HTTP itself.
 
-Each `McpIngress` replica builds the Starlette app of `serve_app.app` and serves it with uvicorn on the public
-host and port (serve_app/front.py: replicas on a node share the port; Serve's own HTTP proxy is not started,
+Each `McpIngress` replica builds the Starlette app of `serve_app.ingress.app` and serves it with uvicorn on the public
+host and port (serve_app/ingress/front.py: replicas on a node share the port; Serve's own HTTP proxy is not started,
 since its hop cost more per request than vidforge's whole answer). Serve keeps `VIDFORGE_REPLICAS` of them
 running, health-checks each one's HTTP front, and replaces a dead one.
 
 Bounded at every level: each replica runs at most `VIDFORGE_MAX_ONGOING_REQUESTS` requests at once, with at most
 `VIDFORGE_MAX_QUEUED_REQUESTS` more waiting, beyond which it answers HTTP 503 with `Retry-After:
-VIDFORGE_BUSY_RETRY_AFTER_S` at once (serve_app/request_slots.py). Per-principal caps on long-held requests live
-in `serve_app.admission`.
+VIDFORGE_BUSY_RETRY_AFTER_S` at once (serve_app/ingress/request_slots.py). Per-principal caps on long-held requests live
+in `serve_app.ingress.admission`.
 
-Two ways in: `vidforge serve` (serve_app.cli) calls `deploy`; `serve deploy deploy/serve.yaml` and a KubeRay
+Two ways in: `vidforge serve` (serve_app.launch.cli) calls `deploy`; `serve deploy deploy/serve.yaml` and a KubeRay
 RayService (deploy/rayservice.yaml) import the application builder `app`, which starts the same backend from
 Serve's build task. Either way the settings are the VIDFORGE_* variables (see serve_app.config).
 """
@@ -24,14 +24,14 @@ from pydantic import BaseModel, ConfigDict
 from ray import serve
 from ray.serve import Application
 
-from serve_app.admission import Admission
-from serve_app.app import build_app
-from serve_app.auth import load_tokens
 from serve_app.config import Config
-from serve_app.front import HttpFront
-from serve_app.leases import ledger_handle
-from serve_app.ray_render_service import RayRenderService
-from serve_app.startup import check_settings, start_backend
+from serve_app.ingress.admission import Admission
+from serve_app.ingress.app import build_app
+from serve_app.ingress.auth import load_tokens
+from serve_app.ingress.front import HttpFront
+from serve_app.ingress.leases import ledger_handle
+from serve_app.ingress.ray_render_service import RayRenderService
+from serve_app.launch.startup import check_settings, start_backend
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def ingress(config: Config) -> Application:
 
 
 def deploy(config: Config) -> None:
-    # No Serve proxy: the replicas answer HTTP on config.host:config.port themselves (serve_app/front.py).
+    # No Serve proxy: the replicas answer HTTP on config.host:config.port themselves (serve_app/ingress/front.py).
     serve.start(proxy_location="Disabled")
     serve.run(ingress(config), name=APP_NAME, route_prefix=None, blocking=False)
 
@@ -86,7 +86,7 @@ class AppArgs(BaseModel):
 
 
 def app(args: Mapping[str, object]) -> Application:
-    """The application builder of a Serve config (`import_path: serve_app.deployment:app`): in Serve's build
+    """The application builder of a Serve config (`import_path: serve_app.launch.deployment:app`): in Serve's build
     task, what `vidforge serve` does on the cluster it joins. A setting that must not start fails the deploy
     with the reason."""
     settings = AppArgs.model_validate(dict(args))

@@ -6,7 +6,7 @@
         -> out_path in job.media
 
 Data flow: raw frames never leave a task, and encoded media never passes through the driver (the task
-bodies are in serve_app.render_tasks, light for every worker to import). Audio and
+bodies are in serve_app.rendering.render_tasks, light for every worker to import). Audio and
 segment tasks each return two objects: a small summary (frame count, timings) that the driver awaits for
 fail-fast error detection, and the encoded media, which stays in the object store until the mux task fetches
 it. The mux gets the segments' refs (not their values) and fetches them one at a time, so no process ever
@@ -14,7 +14,7 @@ holds the whole video: a segment task holds one segment, bounded by `segment_max
 the video is, and the mux one segment at a time.
 
 Sharing the cluster: the CPU tasks (audio, segments) are not handed to Ray at once but queued in the
-`RenderPool`'s SegmentScheduler (serve_app.scheduling), shared by every render of a supervisor, which starts
+`RenderPool`'s SegmentScheduler (serve_app.rendering.scheduling), shared by every render of a supervisor, which starts
 them as CPUs free up, round-robin across principals and FIFO within one; the plan's segment count adapts to
 the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead.
 
@@ -31,7 +31,7 @@ Where things run:
   parse, and its watermark preview is rendered as the segments are: a Ray task in a pooled worker, beside
   them (a single-use parser's start-up cost ~0.6 CPU-s, more than the frame). Otherwise the probe and the
   preview run first, together, in one isolated parser. That parse of a file nobody vetted runs in
-  `parse_isolated` (a single-use worker with the job's memory limit and deadline, serve_app.media_probe),
+  `parse_isolated` (a single-use worker with the job's memory limit and deadline, serve_app.media.media_probe),
   never in this process: a libav crash, hang or memory bomb on that file ends this render as unusable media
   (UnsupportedMedia or OverLimit), and the supervisor and every other render carry on. A task's worker that
   crashes takes only that task down (retried on worker death, as every task here); one that hangs is ended
@@ -89,9 +89,9 @@ from render_kernels import (
 )
 from render_kernels.probe import MediaLimits
 from serve_app.config import Config
-from serve_app.media_limits import media_limits
-from serve_app.media_probe import ParseBounds, parse_isolated
-from serve_app.render_tasks import (
+from serve_app.media.media_limits import media_limits
+from serve_app.media.media_probe import ParseBounds, parse_isolated
+from serve_app.rendering.render_tasks import (
     PROGRESS_INTERVAL_S,
     FrameTally,
     TallyRef,
@@ -100,7 +100,7 @@ from serve_app.render_tasks import (
     encode_segment_parts,
     mux_stored_segments,
 )
-from serve_app.scheduling import Dispatched, SegmentScheduler
+from serve_app.rendering.scheduling import Dispatched, SegmentScheduler
 
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
 GPU_ENCODERS = frozenset({"h264_nvenc"})
@@ -124,7 +124,7 @@ class RenderJob:
         "segment_max_megapixels"
     ].default  # output pixels one segment task may encode
     media: MediaStore = FILESYSTEM
-    # What the upload's parse found in the source (serve_app.assets), for `source_path`; None: probe it first.
+    # What the upload's parse found in the source (serve_app.media.assets), for `source_path`; None: probe it first.
     source_info: SourceInfo | None = None
 
     def __post_init__(self) -> None:

@@ -8,13 +8,13 @@ import signal
 import sys
 import threading
 
-from serve_app.auth import LOCAL_PRINCIPAL
 from serve_app.config import Config
+from serve_app.ingress.auth import LOCAL_PRINCIPAL
 
 
 def _serve(args: argparse.Namespace) -> int:
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
-    from serve_app.startup import SETTINGS_ERRORS, check_settings, start_backend
+    from serve_app.launch.startup import SETTINGS_ERRORS, check_settings, start_backend
 
     try:
         media = check_settings(config)
@@ -26,8 +26,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     import ray
 
-    from serve_app.deployment import deploy
-    from serve_app.ray_env import apply_ray_env_defaults
+    from serve_app.launch.deployment import deploy
+    from serve_app.launch.ray_env import apply_ray_env_defaults
 
     apply_ray_env_defaults()  # before ray.init: an embedded cluster's processes inherit this environment
     ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
@@ -57,8 +57,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _assets_add(args: argparse.Namespace) -> int:
     from media_store import StorageUrlError
     from render_kernels import UnsupportedMedia
-    from serve_app.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
-    from serve_app.media_limits import refusal_reason
+    from serve_app.media.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
+    from serve_app.media.media_limits import refusal_reason
 
     config = Config.from_env(data_dir=args.data_dir)
     try:

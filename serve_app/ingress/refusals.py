@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 from starlette.types import Scope
 
-from mcp_protocol.errors import VidforgeError, jsonrpc_error_data
+from mcp_protocol.envelope import VidforgeError, jsonrpc_error_data
 from mcp_protocol.http import jsonrpc_error
 
 MCP_PATH = "/mcp"

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from mcp_protocol import errors
-from mcp_protocol.errors import VidforgeError
+from mcp_protocol.envelope import VidforgeError
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import MediaLimits, OverLimit
 from serve_app.config import Config

@@ -1,5 +1,5 @@
-"""Starting vidforge on a Ray cluster, one way for both entry points: `vidforge serve` (serve_app.cli) and the
-Serve application builder that `serve deploy` and a KubeRay RayService call (serve_app.deployment:app).
+"""Starting vidforge on a Ray cluster, one way for both entry points: `vidforge serve` (serve_app.launch.cli) and the
+Serve application builder that `serve deploy` and a KubeRay RayService call (serve_app.launch.deployment:app).
 
 First the settings that must not start are refused (`check_settings`), then, on the connected cluster, the
 cluster's singletons come up (`start_backend`). Both are safe to repeat: the registry and the supervisor are
@@ -13,11 +13,11 @@ import ray
 from actors.handle import REGISTRY_NAME
 from media_store import MediaStore, StorageUrlError
 from media_store.hygiene import remove_leftovers
-from serve_app.auth import TokenFileError, check_bind_allowed, load_tokens
 from serve_app.config import Config
 from serve_app.handles import media_store, registry_handle
-from serve_app.oauth import OAuthConfigError, check_oauth_settings
-from serve_app.supervisor import supervisor_handle
+from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_tokens
+from serve_app.ingress.oauth import OAuthConfigError, check_oauth_settings
+from serve_app.rendering.supervisor import supervisor_handle
 
 SETTINGS_ERRORS = (TokenFileError, OAuthConfigError, StorageUrlError)
 

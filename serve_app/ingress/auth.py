@@ -29,10 +29,10 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
 from mcp_protocol import errors
-from mcp_protocol.errors import jsonrpc_error_data
+from mcp_protocol.envelope import jsonrpc_error_data
 from mcp_protocol.http import jsonrpc_error
 from serve_app.config import LOOPBACK_HOSTS, Config
-from serve_app.oauth import InvalidToken, IssuerUnavailable, JwtVerifier, resource_metadata_url
+from serve_app.ingress.oauth import InvalidToken, IssuerUnavailable, JwtVerifier, resource_metadata_url
 
 LOCAL_PRINCIPAL = "local"
 

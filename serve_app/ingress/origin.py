@@ -25,9 +25,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_protocol import errors
-from mcp_protocol.errors import VidforgeError
+from mcp_protocol.envelope import VidforgeError
 from serve_app.config import LOOPBACK_HOSTS, Config
-from serve_app.refusals import refusal
+from serve_app.ingress.refusals import refusal
 
 WILDCARD_BINDS = ("0.0.0.0", "::")
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -6,7 +6,7 @@ and a batch of renders through it cost more CPU than the same jobs as ffmpeg pro
 
 - `RAY_SERVE_CONTROL_LOOP_INTERVAL_S` 0.5 (Serve's default: 0.1). The Serve controller runs its loop this often
   whether or not anything changed, and it was the busiest process of an idle server (0.9 CPU-s per 30 s). vidforge's
-  replicas answer HTTP themselves (serve_app.front), so the loop only starts, health-checks (every 10 s) and
+  replicas answer HTTP themselves (serve_app.ingress.front), so the loop only starts, health-checks (every 10 s) and
   replaces them; half a second more there goes unnoticed, and a server starts as fast (checked: 10 s both ways).
   At 1.0 start-up took 1.5 s longer for little more gain.
 - `RAY_event_stats` 0: no timing of every handler of the event loops in Ray's C++ parts (raylet, GCS, every

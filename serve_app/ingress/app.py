@@ -1,4 +1,4 @@
-"""The Starlette application each ingress replica serves (serve_app/front.py): `/mcp`, `/assets`, `/artifacts`,
+"""The Starlette application each ingress replica serves (serve_app/ingress/front.py): `/mcp`, `/assets`, `/artifacts`,
 `/healthz`, and in OAuth mode the RFC 9728 metadata under `/.well-known/oauth-protected-resource`.
 
 Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickled), from a
@@ -21,17 +21,17 @@ from starlette.routing import Mount, Route
 
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.server import VidforgeServer
-from serve_app.admission import Admission, AdmissionGuard
-from serve_app.auth import authentication
 from serve_app.config import Config
-from serve_app.http_errors import EXCEPTION_HANDLERS
-from serve_app.http_files import ArtifactDownload, AssetUpload
-from serve_app.oauth import protected_resource_routes
-from serve_app.origin import OriginGuard, OriginPolicy
-from serve_app.request_slots import RequestSlots
+from serve_app.ingress.admission import Admission, AdmissionGuard
+from serve_app.ingress.auth import authentication
+from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
+from serve_app.ingress.http_files import ArtifactDownload, AssetUpload
+from serve_app.ingress.oauth import protected_resource_routes
+from serve_app.ingress.origin import OriginGuard, OriginPolicy
+from serve_app.ingress.request_slots import RequestSlots
 
 if TYPE_CHECKING:
-    from serve_app.ray_render_service import RayRenderService
+    from serve_app.ingress.ray_render_service import RayRenderService
 
 
 async def healthz(request: Request) -> JSONResponse:

@@ -2,7 +2,7 @@
 
 Stateless: task state lives in the TaskRegistry actor, rendering in the RenderSupervisor actor, bytes in
 the media store (the data dir, or a bucket). Any replica can answer any request. Record reads go through the
-replica's `RecordMirror` (serve_app.record_mirror), which follows the registry's change feed; long polls
+replica's `RecordMirror` (serve_app.ingress.record_mirror), which follows the registry's change feed; long polls
 (`watch`) and writes go to the registry.
 """
 
@@ -16,16 +16,16 @@ from actors import QuotaExceeded
 from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
-from mcp_protocol.errors import VidforgeError
+from mcp_protocol.envelope import VidforgeError
 from media_store.artifacts import final_key, preview_key
 from render_kernels.probe import OverLimit
-from serve_app.assets import Asset, AssetStore
 from serve_app.config import Config
 from serve_app.handles import registry_handle
-from serve_app.http_files import ArtifactFile, UploadLimits
-from serve_app.media_limits import check_stored_facts, media_refusal
-from serve_app.record_mirror import RayRegistryFeed, RecordMirror
-from serve_app.supervisor import supervisor_handle
+from serve_app.ingress.http_files import ArtifactFile, UploadLimits
+from serve_app.ingress.record_mirror import RayRegistryFeed, RecordMirror
+from serve_app.media.assets import Asset, AssetStore
+from serve_app.media.media_limits import check_stored_facts, media_refusal
+from serve_app.rendering.supervisor import supervisor_handle
 
 
 class RayRenderService:
@@ -132,7 +132,7 @@ class RayRenderService:
         except FileNotFoundError:
             raise self.artifact_missing(render_id) from None
 
-    # -- serve_app.http_files.FileService ---------------------------------------------------------------
+    # -- serve_app.ingress.http_files.FileService ---------------------------------------------------------------
 
     async def add_asset(self, chunks: AsyncIterator[bytes], principal: str, filename: str) -> Asset:
         return await self.assets.add_stream(chunks, principal, filename)

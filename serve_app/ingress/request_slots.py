@@ -1,10 +1,10 @@
 """A replica's bound on concurrent requests: `VIDFORGE_MAX_ONGOING_REQUESTS` run, `VIDFORGE_MAX_QUEUED_REQUESTS`
 wait, and the next one is refused at once with HTTP 503 and `Retry-After: VIDFORGE_BUSY_RETRY_AFTER_S`.
 
-The replica answers HTTP itself (serve_app/front.py), so this is where a flood stops instead of queueing
+The replica answers HTTP itself (serve_app/ingress/front.py), so this is where a flood stops instead of queueing
 without end. The refusal is the contract's envelope on the route's carrier (`internal_error`, temporary, with
 `retry_after_ms`), naming both settings. Per-principal caps on long-held requests come after authentication
-(serve_app/admission.py); this bound is the replica's, whoever asks.
+(serve_app/ingress/admission.py); this bound is the replica's, whoever asks.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_protocol import errors
-from mcp_protocol.errors import VidforgeError
+from mcp_protocol.envelope import VidforgeError
 from serve_app.config import Config
-from serve_app.refusals import refusal
+from serve_app.ingress.refusals import refusal
 
 
 class RequestSlots:

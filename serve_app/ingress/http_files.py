@@ -18,14 +18,14 @@ from starlette.types import Receive, Scope, Send
 from werkzeug.http import parse_range_header
 
 from mcp_protocol import errors
-from mcp_protocol.errors import VidforgeError
+from mcp_protocol.envelope import VidforgeError
 from media_store import MediaStore
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import OverLimit
-from serve_app.assets import Asset, AssetQuotaExceeded, AssetTooLarge
-from serve_app.disk_full import is_disk_full
-from serve_app.media_limits import media_refusal
-from serve_app.refusals import error_response
+from serve_app.ingress.refusals import error_response
+from serve_app.media.assets import Asset, AssetQuotaExceeded, AssetTooLarge
+from serve_app.media.disk_full import is_disk_full
+from serve_app.media.media_limits import media_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class ArtifactFile:
 
 
 class FileService(Protocol):
-    """What the file routes need of the service (serve_app.ray_render_service.RayRenderService implements it)."""
+    """What the file routes need of the service (serve_app.ingress.ray_render_service.RayRenderService implements it)."""
 
     upload_limits: UploadLimits
 

@@ -15,7 +15,7 @@ so a cancel whose `cancel` call never arrived still stops it; and the registry c
 cancel is requested.
 
 The renders it drives share the cluster through one RenderPool: a fair scheduler of their CPU tasks
-(round-robin across principals, FIFO within one; serve_app.scheduling) and one progress tally, held here: the
+(round-robin across principals, FIFO within one; serve_app.rendering.scheduling) and one progress tally, held here: the
 segment tasks report their frames to this actor (`report_frames`), so the tally costs no process of its own.
 
 Cost is bounded per render, and this shared process parses no uploaded byte: a source nobody has vetted (an
@@ -48,17 +48,19 @@ from mcp_protocol.domain import (
     TaskStatus,
     Unsupported,
 )
-from mcp_protocol.errors import ErrorCode, VidforgeError, over_time_limit
+from mcp_protocol.envelope import VidforgeError
+from mcp_protocol.error_codes import ErrorCode
+from mcp_protocol.errors import over_time_limit
 from mcp_protocol.progress import RenderProgress
 from media_store.artifacts import discard, final_key, preview_key
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
-from serve_app.assets import AssetStore
 from serve_app.config import Config
-from serve_app.disk_full import is_disk_full
 from serve_app.handles import registry_handle
-from serve_app.media_limits import media_limits, media_refusal
-from serve_app.media_probe import ParseBounds
-from serve_app.render_driver import RenderJob, RenderPool, RenderRejected, RenderRun, RenderTimings
+from serve_app.media.assets import AssetStore
+from serve_app.media.disk_full import is_disk_full
+from serve_app.media.media_limits import media_limits, media_refusal
+from serve_app.media.media_probe import ParseBounds
+from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRejected, RenderRun, RenderTimings
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +161,7 @@ class RenderSupervisor:
         self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
         self.running: dict[str, asyncio.Task[None]] = {}
-        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.scheduling), and the
+        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.rendering.scheduling), and the
         # tally this actor serves (in-process, outside an actor, the pool starts a tally actor instead).
         context = ray.get_runtime_context()
         self.pool = RenderPool(host=context.current_actor if context.get_actor_id() is not None else None)

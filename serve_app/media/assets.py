@@ -5,7 +5,7 @@ parsed before it is accepted, so a render never starts on a file that cannot be 
 the parse found (`facts`) is kept in meta.json, so a render's creation checks limits without reading the file
 again, and the render plans its segments from it (`source_info`) instead of probing the file a second time. An
 upload over HTTP is streamed into the store as it arrives (a local file or a multipart upload, never whole in
-memory) and parsed from there in a process of its own (serve_app.media_probe).
+memory) and parsed from there in a process of its own (serve_app.media.media_probe).
 
 `vidforge://assets/<id>` URIs are parsed strictly: anything that is not exactly that shape — path traversal
 included — and any asset of another principal resolves to `source_not_found`, exactly like an unknown id.
@@ -30,8 +30,8 @@ from media_store.assets import ASSET_ID, ASSETS, AssetIndex, blob_key, meta_key,
 from render_kernels import Media, SourceInfo, source_from_record
 from serve_app.config import Config
 from serve_app.handles import media_store
-from serve_app.media_limits import media_limits
-from serve_app.media_probe import ParseBounds, inspect_media, parse_isolated
+from serve_app.media.media_limits import media_limits
+from serve_app.media.media_probe import ParseBounds, inspect_media, parse_isolated
 
 ASSET_URI = re.compile(rf"^vidforge://assets/(?P<id>{ASSET_ID.pattern})$")
 

@@ -1,0 +1,69 @@
+"""The rooms' one-way doors (pyproject.toml's `[tool.importlinter]` contracts), and proof that they bite.
+
+The contracts are checked by import-linter on the tree as it stands; then each planted import (a loop inside a
+room, a back-arrow between top-level rooms, a back-arrow between serve_app's sub-packages) is added to a copy
+of the tree, where the same check must fail and name the contract it breaks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.fast
+
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOMS = ("serve_app", "actors", "media_store", "render_kernels", "mcp_protocol")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    # The tree first on the path, so the copy's packages are the ones analysed (not the installed checkout).
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=tree, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_tree_keeps_every_contract():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 kept, 0 broken" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def tree_copy(tmp_path_factory) -> Path:
+    tree = tmp_path_factory.mktemp("tree")
+    shutil.copy(ROOT / "pyproject.toml", tree)
+    for room in ROOMS:
+        shutil.copytree(ROOT / room, tree / room, ignore=shutil.ignore_patterns("__pycache__"))
+    return tree
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "broken"),
+    [
+        # the loop of four this contract was written against: the codes importing the catalog of factories
+        ("mcp_protocol/error_codes.py", "import mcp_protocol.errors", "No import loop between the modules"),
+        ("actors/task_registry.py", "import serve_app.config", "Top-level rooms import downward only"),
+        ("render_kernels/probe.py", "import mcp_protocol.domain", "Top-level rooms import downward only"),
+        ("serve_app/media/disk_full.py", "import serve_app.ingress.refusals", "serve_app's sub-packages"),
+        ("serve_app/config.py", "import serve_app.handles", "serve_app's sub-packages"),
+    ],
+)
+def test_a_planted_loop_or_back_arrow_breaks_the_check(tree_copy, module, planted, broken):
+    path = tree_copy / module
+    original = path.read_text()
+    path.write_text(original + f"\n{planted}  # planted by the test\n")
+    try:
+        result = lint_imports(tree_copy)
+    finally:
+        path.write_text(original)
+    assert result.returncode != 0, result.stdout
+    assert f"{broken}" in result.stdout and "BROKEN" in result.stdout, result.stdout

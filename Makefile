@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3
 	$(BIN)/python benchmarks/control_plane.py
 	$(BIN)/python benchmarks/reliability.py
+	$(BIN)/python benchmarks/autoscale.py --plot docs/autoscale.png
 
 fuzz: $(STAMP)
 	$(BIN)/python benchmarks/fuzz.py

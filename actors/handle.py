@@ -6,6 +6,7 @@ from typing import Any
 
 import ray
 
+from actors.observer import RegistryObserver
 from actors.settings import RegistrySettings
 from actors.task_registry import TaskRegistry
 
@@ -52,14 +53,15 @@ def singleton_actor_options(name: str, namespace: str) -> dict:
     }
 
 
-def get_or_create_registry(config: RegistrySettings) -> ray.actor.ActorHandle:
+def get_or_create_registry(config: RegistrySettings, observer: RegistryObserver | None = None) -> ray.actor.ActorHandle:
     """One registry per cluster (per ``config.namespace``), recovering from the store under ``config.state_dir``
     (on the head node, where it is pinned) whenever it is restarted; its sweep deletes expired files from the
-    media store and re-drives unleased tasks through the namespace's render supervisor."""
+    media store and re-drives unleased tasks through the namespace's render supervisor. ``observer`` (pickled into
+    the actor) is told of its records when the actor is created; a registry already running keeps its own."""
     handle = (
         ray.remote(TaskRegistry)
         .options(**singleton_actor_options(REGISTRY_NAME, config.namespace))
-        .remote(config, driver=NamedSupervisor(config.namespace))
+        .remote(config, driver=NamedSupervisor(config.namespace), observer=observer)
     )
     # Housekeeping otherwise starts with the first call; start it now (idempotent, fire-and-forget).
     handle.start.remote()

@@ -23,6 +23,7 @@ from typing import NamedTuple, Protocol
 
 from actors.change_feed import ChangeFeed, Changes, Snapshot
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
+from actors.observer import RegistryObserver, Unobserved
 from actors.settings import RegistrySettings
 from actors.store import TaskStore
 from mcp_protocol.domain import (
@@ -145,9 +146,14 @@ class TaskRegistry:
     """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
 
     def __init__(
-        self, config: RegistrySettings, clock: Callable[[], float] = time.time, driver: Driver | None = None
+        self,
+        config: RegistrySettings,
+        clock: Callable[[], float] = time.time,
+        driver: Driver | None = None,
+        observer: RegistryObserver | None = None,
     ) -> None:
         self._config = config
+        self._observer = observer or Unobserved()
         self._clock = clock
         self._driver = driver
         # Driver leases (task id -> expiry ms) are liveness, not state: kept in memory only. A task without
@@ -166,6 +172,7 @@ class TaskRegistry:
             if not rec.status.terminal:  # past any bump the previous instance published but never saved
                 self._tasks[task_id] = rec = rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS})
                 self._store.save_task(rec)
+        self._observer.opened(self._tasks.values())
         self._feed = ChangeFeed(deletion_log=DELETION_LOG_BATCHES * config.sweep_batch)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
@@ -381,7 +388,9 @@ class TaskRegistry:
             self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key)
             unsaved = 0
         self._unsaved[task_id] = unsaved
+        before = self._tasks.get(task_id)
         self._tasks[task_id] = rec
+        self._observer.committed(before, rec)
         self._feed.changed(task_id)
         await self._notify()
         return rec
@@ -589,6 +598,7 @@ class TaskRegistry:
         await self._delete(expired)
         assets_deleted = await self._expire_assets(now, batch)
         dropped = self._store.drop_idempotency(now - self._config.idempotency_ttl_s * 1000)
+        self._observer.swept(now)
         return SweepReport(
             approvals_timed_out=timed_out,
             tasks_deleted=len(expired),
@@ -601,7 +611,7 @@ class TaskRegistry:
     async def _delete(self, recs: list[TaskRecord]) -> None:
         """Delete terminal tasks past their retention (``TaskRecord.expires_ms``: results are kept
         ``result_retention_s`` from creation, a finished video as long from its completion, since its download
-        is authorised through the record) with their files (video and preview, media_store.artifacts' layout):
+        is authorised through the record) with their files (video, preview and source frame: media_store.artifacts' layout):
         the files in a thread, the records in one commit.
 
         Files first: a crash in between leaves records whose files are gone, which the next sweep finishes,
@@ -613,6 +623,7 @@ class TaskRegistry:
             self._tasks.pop(rec.task_id, None)
             self._unsaved.pop(rec.task_id, None)
         if recs:
+            self._observer.deleted(recs)
             self._feed.deleted(rec.task_id for rec in recs)
             await self._notify()
 

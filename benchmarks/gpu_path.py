@@ -74,7 +74,7 @@ class Result:
 
 def nvenc_refusal(info: SourceInfo) -> str | None:
     """Why h264_nvenc does not open here at the output size, or None when it does."""
-    width, height = output_size(info.width, info.height, RESOLUTION)
+    width, height = output_size(*info.display_size(), RESOLUTION)
     try:
         open_video_encoder("h264_nvenc", width, height, frame_rate(info.fps))
     except (av.FFmpegError, ValueError, OSError) as err:
@@ -142,7 +142,7 @@ def main() -> None:
     os.makedirs(workdir, exist_ok=True)
     source = args.input or benchmark_clip(workdir, args.seconds)
     info = probe(source)
-    width, height = output_size(info.width, info.height, RESOLUTION)
+    width, height = output_size(*info.display_size(), RESOLUTION)
     planned = len(plan_segments(info, args.segments))
     print(
         f"source: {info.width}x{info.height} {info.video_codec} {info.pixel_format} {info.fps:g} fps, "

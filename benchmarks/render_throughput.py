@@ -102,7 +102,7 @@ def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
     INTERPOLATION), overlay the watermark if any (same size, place, opacity), x264 at the kernels' preset and
     CRF, AAC at the kernels' bit rate, +faststart."""
     info = probe(source)
-    width, height = output_size(info.width, info.height, spec.resolution)
+    width, height = output_size(*info.display_size(), spec.resolution)
     if spec.watermark is None:
         video = ["-vf", f"scale={width}:{height}", "-map", "0:v:0"]
     else:
@@ -319,7 +319,7 @@ def report_mcp(trace: RenderTrace, timings, sampler: ProcessSampler, ff_wall: fl
 def compare_mcp(
     source: str, logo: str, spec: RenderSpec, info, workdir: str, repeat: int, memory: list[float], memory_fps: int
 ) -> None:
-    width, height = output_size(info.width, info.height, spec.resolution)
+    width, height = output_size(*info.display_size(), spec.resolution)
     with BenchServer(workdir) as server:
         print(f"server start-up (excluded): {server.startup_s:.1f} s")
         source_uri, logo_uri = server.upload(source), server.upload(logo)

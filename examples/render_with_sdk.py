@@ -4,7 +4,10 @@
         python examples/render_with_sdk.py clip.mp4 logo.png [out.mp4]
 
 Uploads both files (POST /assets), calls vidforge_render_video as a task (the io.modelcontextprotocol/tasks
-extension), answers the watermark approval through tasks/update, and downloads the video (GET /artifacts).
+extension), answers the watermark approval through tasks/update, and downloads the video (GET /artifacts). The SDK's
+client declares both elicitation modes, so vidforge asks for the approval in URL mode: the decision belongs on its
+review page (the link a person opens in a browser). Standing in for that person, the script asks at the terminal
+(unattended, it approves) and submits the answer on the page, then tells the server it went there (accept).
 VIDFORGE_TOKEN is the bearer token from the server's tokens file; leave it unset when the server has none.
 """
 
@@ -13,12 +16,22 @@ import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2  # the SDK's HTTP library
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, ElicitRequestFormParams, ElicitResult, EmptyResult, Request, RequestParams, Result
+from mcp_types import (
+    CallToolResult,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    EmptyResult,
+    Request,
+    RequestParams,
+    Result,
+)
 
 URL = os.environ.get("VIDFORGE_URL", "http://127.0.0.1:8000/mcp")
 TOKEN = os.environ.get("VIDFORGE_TOKEN")
@@ -50,11 +63,24 @@ class TaskRequest(Request[TaskParams, str]):  # tasks/get, tasks/update
     name_param = "taskId"  # sent as the Mcp-Name header, as the tasks extension requires
 
 
-async def ask_human(context: Any, params: ElicitRequestFormParams) -> ElicitResult:
+async def ask_human(context: Any, params: ElicitRequestFormParams | ElicitRequestURLParams) -> ElicitResult:
     """The watermark approval. Passing it as `elicitation_callback` also declares the elicitation capability."""
     print(params.message, file=sys.stderr)
+    if isinstance(params, ElicitRequestURLParams):
+        print(f"Review page (open it in a browser to see the preview): {params.url}", file=sys.stderr)
     approved = not sys.stdin.isatty() or input("Approve the watermark? [Y/n] ").strip().lower() in ("", "y", "yes")
+    if isinstance(params, ElicitRequestURLParams):
+        await decide_on_review_page(params.url, approved)
+        return ElicitResult(action="accept")  # URL mode: "I went to the page"; the decision was taken there
     return ElicitResult(action="accept", content={"approved": approved})
+
+
+async def decide_on_review_page(url: str, approved: bool) -> None:
+    """Submit the review page's form as the person would (the link's `cap` is the page's credential; no token)."""
+    cap = parse_qs(urlsplit(url).query)["cap"][0]
+    form = {"cap": cap, "decision": "approve" if approved else "reject"}
+    async with httpx2.AsyncClient(timeout=60, follow_redirects=True) as browser:  # back to the page, which shows it
+        (await browser.post(url.split("?")[0], data=form)).raise_for_status()
 
 
 async def run_task(created: CreatedTask, ctx: ClaimContext) -> CallToolResult:
@@ -70,7 +96,8 @@ async def run_task(created: CreatedTask, ctx: ClaimContext) -> CallToolResult:
         if task.status == "input_required" and task.input_requests:
             answers = {}
             for key, request in task.input_requests.items():  # {"method": "elicitation/create", "params": ...}
-                answer = await ask_human(None, ElicitRequestFormParams.model_validate(request["params"]))
+                mode = ElicitRequestURLParams if request["params"].get("mode") == "url" else ElicitRequestFormParams
+                answer = await ask_human(None, mode.model_validate(request["params"]))
                 answers[key] = answer.model_dump(exclude_none=True)
             update = TaskParams(task_id=task.task_id, input_responses=answers)
             await ctx.session.send_request(TaskRequest(method="tasks/update", params=update), EmptyResult)

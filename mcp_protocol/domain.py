@@ -109,6 +109,10 @@ class Artifact(_Frozen):
     size_bytes: int
     duration_s: float
     finished_at_ms: int
+    # The frame size delivered: `resolution` names the short side only (its long side follows the source's
+    # display aspect). None in a record stored before it was kept.
+    width: int | None = None
+    height: int | None = None
 
     @property
     def mime(self) -> str:

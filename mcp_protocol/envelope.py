@@ -10,6 +10,7 @@ so they cannot be confused with the JSON-RPC `code`/`message` beside them; the H
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from mcp.shared.exceptions import MCPError
 
@@ -18,6 +19,8 @@ from mcp_protocol.identity import fingerprint
 from mcp_protocol.json_types import JSONObject, JSONValue
 
 _UNSET: JSONValue = object()  # type: ignore[assignment]  # a sentinel: `details.value` is left out
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -40,9 +43,23 @@ class VidforgeError(Exception):
     jsonrpc_code: int = INVALID_PARAMS
     jsonrpc_message: str | None = None
     request_id: str = dataclasses.field(default_factory=new_request_id)
+    # Whether the one log line of this error's request_id has been written (see `report`).
+    reported: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
+
+    def report(self, cause: BaseException | None = None) -> None:
+        """Write the one log line this error's `request_id` appears in — what was refused or failed, and why
+        (`cause`: the exception behind it, traceback included) — unless it is written already. Every carrier below
+        calls it, so an error answered is logged exactly once whichever way it goes out; a render's stored end
+        was logged when the render ended (its error is rebuilt, already reported, on every read)."""
+        if self.reported:
+            return
+        self.reported = True
+        level = logging.ERROR if self.code is ErrorCode.INTERNAL_ERROR else logging.INFO
+        fields = {"event": "error", "request_id": self.request_id, "code": self.code.value, "field": self.field}
+        logger.log(level, "%s: %s %s", self.code.value, self.message, self.reason, extra=fields, exc_info=cause)
 
     @property
     def temporary(self) -> bool:
@@ -77,6 +94,7 @@ def repair(next_step: str, tool: str | None, arguments: JSONObject, alternative:
 
 def tool_error_result(error: VidforgeError) -> JSONObject:
     """Carrier 1: a `CallToolResult` with `isError: true`, the envelope in `structuredContent`."""
+    error.report()
     return {
         "resultType": "complete",
         "isError": True,
@@ -89,6 +107,7 @@ def tool_error_result(error: VidforgeError) -> JSONObject:
 
 def jsonrpc_error_data(error: VidforgeError) -> JSONObject:
     """Carrier 2: the envelope for `error.data`, `code`/`message` renamed per [6.rename]."""
+    error.report()
     env = error.envelope()
     env["machine_code"] = env.pop("code")
     env["human_message"] = env.pop("message")

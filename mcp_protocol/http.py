@@ -17,6 +17,7 @@ the SDK leaves to the server:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from http import HTTPStatus
 
 import pydantic_core
@@ -125,9 +126,15 @@ def replay(body: bytes, receive: Receive) -> Receive:
 class McpEndpoint:
     """ASGI app for `/mcp`: the transport guard, then the SDK's era-routing session manager."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        manager: StreamableHTTPSessionManager,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        on_too_large: Callable[[], None] | None = None,
+    ) -> None:
         self.manager = manager
         self.max_body_bytes = max_body_bytes
+        self.on_too_large = on_too_large  # told of each body refused at the limit (the server counts them)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
@@ -140,6 +147,8 @@ class McpEndpoint:
                 raise BodyTooLarge(f"declared {declared} bytes")
             body = await read_body(receive, self.max_body_bytes)
         except BodyTooLarge:
+            if self.on_too_large is not None:
+                self.on_too_large()
             message = f"Request body exceeds the {self.max_body_bytes}-byte limit"
             await send_json(send, 413, jsonrpc_error(-32600, message, {"max_body_bytes": self.max_body_bytes}))
             return

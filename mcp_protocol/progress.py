@@ -19,6 +19,9 @@ from mcp_protocol.domain import Phase, TaskRecord
 # contract's fixed message, and the registry adds "queued" before and "done" after.
 PROBING, RENDERING, MUXING = Phase.PROBING, Phase.RENDERING, Phase.MUXING
 LIVE_PHASES = (PROBING, RENDERING, MUXING)
+# How a placement note starts: where a render runs (the GPU choice, the nodes its segments finished on), reported by
+# the driver on an autoscaling cluster or where a GPU was considered, and kept as the record's status message.
+PLACEMENT_PREFIX = "Placement: "
 
 
 @dataclass(frozen=True)
@@ -31,15 +34,22 @@ class RenderProgress:
     frames_total: int = 0
     fps: float | None = None  # frames encoded per wall-clock second, all segments together
     source_fps: float | None = None  # the source's frame rate: fps / source_fps is the speed in x real time
+    placement: str | None = None  # a placement note (PLACEMENT_PREFIX ...), shown after the figures; None: none
 
     @classmethod
     def of(cls, rec: TaskRecord) -> RenderProgress:
-        """The progress a task record carries."""
-        return cls(rec.phase, rec.frames_done, rec.frames_total, rec.fps, rec.source_fps)
+        """The progress a task record carries (its placement note: the status message, when it is one)."""
+        placement = rec.status_message if rec.status_message.startswith(PLACEMENT_PREFIX) else None
+        return cls(rec.phase, rec.frames_done, rec.frames_total, rec.fps, rec.source_fps, placement)
 
-    def fields(self) -> dict[str, Phase | int | float | None]:
-        """The record fields this report sets (the registry's `set_progress` keywords)."""
-        return asdict(self)
+    def fields(self) -> dict[str, Phase | str | int | float | None]:
+        """The record fields this report sets (the registry's `set_progress` keywords): a placement note is the
+        record's status message, which no schema field has to carry."""
+        fields: dict[str, Phase | str | int | float | None] = asdict(self)
+        placement = fields.pop("placement")
+        if placement is not None:
+            fields["message"] = placement
+        return fields
 
     @property
     def fraction(self) -> float | None:
@@ -57,9 +67,14 @@ class RenderProgress:
         return max(0, self.frames_total - self.frames_done) / self.fps if self.fps else None
 
     def message(self) -> str:
-        """The working-status text, in the contract's shape: "Rendering: 42% (frame 3021/7200), ...".
+        """The working-status text, in the contract's shape: "Rendering: 42% (frame 3021/7200), ...", then the
+        placement note when there is one.
 
         The percentage is floored, so 100% appears only once every frame is encoded."""
+        figures = self._figures()
+        return f"{figures} {self.placement}" if self.placement else figures
+
+    def _figures(self) -> str:
         if self.phase == PROBING or not self.frames_total:
             return "Rendering: probing the source."
         done, total = min(self.frames_done, self.frames_total), self.frames_total

@@ -48,6 +48,12 @@ class RenderService(Protocol):
         """The finished video and its bytes; raises VidforgeError (resource_not_found, resource_too_large)."""
         ...
 
+    def review_url(self, rec: TaskRecord) -> str | None:
+        """The absolute link of the page where a person sees `rec`'s watermark preview and decides, while an approval
+        is outstanding; None otherwise, or when the server mints none. Minted outside this room (serve_app's review
+        page) and handed down, so the wire can name it wherever it names the preview."""
+        ...
+
     async def read_preview(self, principal: str, render_id: str) -> bytes:
         """The watermark preview PNG; raises VidforgeError when there is none for this principal."""
         ...

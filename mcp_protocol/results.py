@@ -53,6 +53,7 @@ def render_success_result(render_id: str, request: RenderRequest, artifact: Arti
                 "uri": uri,
                 "name": f"final.{ext}",
                 "description": f"Rendered {request.resolution} {ext}"
+                + (f" at {artifact.width}x{artifact.height}" if artifact.width and artifact.height else "")
                 + (" with approved watermark" if watermarked else "")
                 + f"; retained {duration_text(retention_s)}.",
                 "mimeType": artifact.mime,
@@ -88,6 +89,7 @@ def end_error(rec: TaskRecord) -> VidforgeError | None:
     else:
         return None
     error.request_id = end.request_id
+    error.reported = True  # its one log line was written when the render ended (serve_app/observability)
     return error
 
 

@@ -42,6 +42,7 @@ from mcp_protocol.catalog import (
     tool_definitions,
 )
 from mcp_protocol.domain import TaskRecord
+from mcp_protocol.elicitation import declared_modes
 from mcp_protocol.envelope import VidforgeError, as_mcp_error
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
 from mcp_protocol.json_types import JSONObject
@@ -105,13 +106,11 @@ def caller_of(ctx: RequestContext) -> Caller:
     meta = ((ctx.params or {}).get("_meta") or {}) if modern else {}
     caps = meta.get(CLIENT_CAPABILITIES_META_KEY) or {}
     extensions = caps.get("extensions") or {}
-    elicitation = caps.get("elicitation")
-    # An empty `elicitation: {}` means form mode (core: the default mode when none is named).
-    form = isinstance(elicitation, dict) and ("form" in elicitation or not elicitation)
     request = ctx.request
     # Starlette's AuthenticationMiddleware puts a `BaseUser` on scope["user"]; `identity` is the principal.
     principal = request.user.identity if request is not None else "local"
-    return Caller(principal=principal, tasks=TASKS_EXTENSION in extensions, elicitation_form=form)
+    elicitation = declared_modes(caps.get("elicitation"))
+    return Caller(principal=principal, tasks=TASKS_EXTENSION in extensions, elicitation=elicitation)
 
 
 def require_modern(ctx: RequestContext) -> None:
@@ -282,7 +281,11 @@ class VidforgeServer:
             )
 
         await send("notifications/subscriptions/acknowledged", {"notifications": honored})
-        last_sent = {task_id: (rec.status.value, views.status_message(rec, caller)) for task_id, rec in records.items()}
+        review_url = self.service.review_url
+        last_sent = {
+            task_id: (rec.status.value, views.status_message(rec, caller, review_url(rec)))
+            for task_id, rec in records.items()
+        }
         versions = {task_id: rec.version for task_id, rec in records.items()}
         idle_deadline = anyio.current_time() + limits.listen_idle_s
         while records and not all(r.status.terminal for r in records.values()):
@@ -293,8 +296,8 @@ class VidforgeServer:
             for rec in await self.service.watch(caller.principal, list(records), versions, wait_s):
                 records[rec.task_id] = rec
                 versions[rec.task_id] = rec.version
-                task = views.detailed_task(rec, caller, self.settings.result_retention_s)
-                shown = (rec.status.value, views.status_message(rec, caller))
+                task = views.detailed_task(rec, caller, self.settings.result_retention_s, review_url(rec))
+                shown = (rec.status.value, str(task["statusMessage"]))
                 if shown != last_sent[rec.task_id]:
                     last_sent[rec.task_id] = shown
                     task.pop("resultType")

@@ -76,7 +76,10 @@ def check_mcp_name(headers: Mapping[str, str] | None, task_id: str) -> None:
 
 
 def approval_answer(response: object) -> tuple[bool, str | None] | None:
-    """Read an elicitation answer: accept → the form's decision; decline → a rejection; cancel → no answer."""
+    """Read an elicitation answer: accept → the form's decision; decline → a rejection; cancel → no answer.
+
+    A URL-mode `accept` carries no content (the person went to the review page, which is not a decision:
+    mcp_protocol.elicitation), so it is no answer either; the decision arrives through the page."""
     if not isinstance(response, dict):
         return None
     action = response.get("action")
@@ -115,7 +118,7 @@ class TaskMethods:
     async def get(self, caller: Caller, headers: Mapping[str, str] | None, params: TaskParams) -> JSONObject:
         """`tasks/get` → the DetailedTask with `resultType: "complete"`, terminal payloads inline."""
         rec = await self._record(caller, headers, params.task_id)
-        return views.detailed_task(rec, caller, self._settings.result_retention_s)
+        return views.detailed_task(rec, caller, self._settings.result_retention_s, self._service.review_url(rec))
 
     async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
         """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored. The keys are

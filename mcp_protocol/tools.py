@@ -7,7 +7,6 @@ tool name is a JSON-RPC error (`-32602`, core `server/tools.mdx`).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict
@@ -29,8 +28,6 @@ from mcp_protocol.render_service import RenderService
 from mcp_protocol.results import end_result
 from mcp_protocol.views import Caller
 from mcp_protocol.wire_settings import WireSettings
-
-logger = logging.getLogger(__name__)
 
 
 class RenderTarget(BaseModel):
@@ -82,18 +79,18 @@ class ToolCalls:
             return await self._handlers[name](caller, validate_arguments(name, arguments))
         except VidforgeError as error:
             return tool_error_result(error)
-        except Exception:
-            # A fault must still reach the agent as a contract-shaped, retryable error.
-            logger.exception("tool %s failed", name)
-            return tool_error_result(
-                errors.internal_error(
-                    "vidforge hit an unexpected fault handling this call.",
-                    None,
-                    "Internal error; details are in the server log under this request_id.",
-                    2000,
-                    repair("retry_call", name, arguments if isinstance(arguments, dict) else {}),
-                )
+        except Exception as exc:
+            # A fault must still reach the agent as a contract-shaped, retryable error; its traceback is logged
+            # under the request_id the agent sees.
+            fault = errors.internal_error(
+                "vidforge hit an unexpected fault handling this call.",
+                None,
+                "Internal error; details are in the server log under this request_id.",
+                2000,
+                repair("retry_call", name, arguments if isinstance(arguments, dict) else {}),
             )
+            fault.report(cause=exc)
+            return tool_error_result(fault)
 
     async def _render(self, caller: Caller, args: JSONObject) -> JSONObject:
         request = RenderRequest.model_validate(args)
@@ -116,7 +113,7 @@ class ToolCalls:
 
     async def _status(self, caller: Caller, args: JSONObject) -> JSONObject:
         rec = await self._get(caller, RenderTarget.model_validate(args).render_id)
-        return _ok(views.render_status(rec, self._settings.result_retention_s))
+        return _ok(views.render_status(rec, self._settings.result_retention_s, self._service.review_url(rec)))
 
     async def _approve(self, caller: Caller, args: JSONObject) -> JSONObject:
         decision = ApprovalDecision.model_validate(args)

@@ -2,7 +2,9 @@
 
 Both views read the same `TaskRecord` (the TaskRegistry's), so the native and fallback surfaces can never
 disagree about a render. A finished render's result is built from its stored end by `mcp_protocol.results`,
-with the retention in force when it is read.
+with the retention in force when it is read. Where they name the watermark preview they also give the review link the
+server minted for the outstanding approval (`review_url`, from `RenderService.review_url`): the `vidforge://` URI is
+for clients, the link for the person, who can open it in a browser.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from enum import StrEnum
 
 from mcp_protocol.catalog import APPROVE_TOOL, STATUS_TOOL, preview_uri
 from mcp_protocol.domain import Phase, Succeeded, TaskRecord, TaskStatus
+from mcp_protocol.elicitation import ElicitationMode, approval_mode, approval_request
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.progress import LIVE_PHASES, RenderProgress
 from mcp_protocol.results import end_error, end_result
@@ -38,7 +41,7 @@ class Caller:
 
     principal: str
     tasks: bool = False
-    elicitation_form: bool = False
+    elicitation: frozenset[ElicitationMode] = frozenset()  # the modes `clientCapabilities.elicitation` declares
 
 
 def progress_fraction(rec: TaskRecord) -> float | None:
@@ -47,12 +50,16 @@ def progress_fraction(rec: TaskRecord) -> float | None:
     return RenderProgress.of(rec).fraction
 
 
-def _approval_message(rec: TaskRecord, timeout_s: float, caller: Caller) -> str:
+def _in_browser(review_url: str | None) -> str:
+    return f" (in a browser: {review_url})" if review_url is not None else ""
+
+
+def _approval_message(rec: TaskRecord, timeout_s: float, caller: Caller, review_url: str | None) -> str:
     text = (
-        f"Waiting for user approval of the watermark preview at {preview_uri(rec.task_id)}. "
+        f"Waiting for user approval of the watermark preview at {preview_uri(rec.task_id)}{_in_browser(review_url)}. "
         f"Unanswered approvals time out after {duration_text(timeout_s)}."
     )
-    if not caller.elicitation_form:
+    if approval_mode(caller.elicitation, review_url) is None:
         # ext-tasks: no ElicitRequest the request did not declare, so name the callable surface instead.
         text += (
             f" To answer, call `{APPROVE_TOOL}` with `{{render_id: '{rec.task_id}', approved: true|false}}`"
@@ -61,22 +68,23 @@ def _approval_message(rec: TaskRecord, timeout_s: float, caller: Caller) -> str:
     return text
 
 
-def status_message(rec: TaskRecord, caller: Caller) -> str:
+def status_message(rec: TaskRecord, caller: Caller, review_url: str | None = None) -> str:
     """`statusMessage` carries progress after creation ([7.progress-token]): while a render works, the live
     figures (percent, frames, speed, ETA, phase; see `RenderProgress.message`), monotonic with the frames.
-    Awaiting approval it is the contract's fixed text; otherwise the message the registry recorded."""
+    Awaiting approval it is the contract's fixed text, with the review link beside the preview's URI when there is
+    one; otherwise the message the registry recorded."""
     if rec.pending is not None:
-        return _approval_message(rec, rec.pending.timeout_s, caller)
+        return _approval_message(rec, rec.pending.timeout_s, caller, review_url)
     if rec.status is TaskStatus.WORKING and rec.phase in LIVE_PHASES:
         return RenderProgress.of(rec).message()
     return rec.status_message
 
 
-def _task_fields(rec: TaskRecord, caller: Caller) -> JSONObject:
+def _task_fields(rec: TaskRecord, caller: Caller, review_url: str | None = None) -> JSONObject:
     return {
         "taskId": rec.task_id,
         "status": rec.status.value,
-        "statusMessage": status_message(rec, caller),
+        "statusMessage": status_message(rec, caller, review_url),
         "createdAt": iso_ms(rec.created_at_ms),
         "lastUpdatedAt": iso_ms(rec.last_updated_at_ms),
         "ttlMs": rec.ttl_ms,
@@ -89,42 +97,13 @@ def create_task_result(rec: TaskRecord, caller: Caller) -> JSONObject:
     return {"resultType": "task", **_task_fields(rec, caller)}
 
 
-def approval_input_request(rec: TaskRecord) -> JSONObject:
-    """The form `elicitation/create` of contract §3.3."""
-    watermark = rec.request.watermark
-    position, opacity = (watermark.position, watermark.opacity) if watermark else ("bottom_right", 1.0)
-    return {
-        "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": f"Approve this watermark? Preview: {preview_uri(rec.task_id)} ({position}, "
-            f"opacity {opacity:g}). Rejecting ends the render.",
-            "requestedSchema": {
-                "type": "object",
-                "required": ["approved"],
-                "properties": {
-                    "approved": {
-                        "type": "boolean",
-                        "description": "true to continue the render with this watermark; false to reject and end it.",
-                    },
-                    "note": {
-                        "type": "string",
-                        "description": "Optional reason or requested adjustment when rejecting.",
-                    },
-                },
-            },
-        },
-    }
-
-
-def detailed_task(rec: TaskRecord, caller: Caller, retention_s: int) -> JSONObject:
-    """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params)."""
-    body: JSONObject = {"resultType": "complete", **_task_fields(rec, caller)}
+def detailed_task(rec: TaskRecord, caller: Caller, retention_s: int, review_url: str | None = None) -> JSONObject:
+    """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params). An outstanding approval
+    is asked in the elicitation mode this request declared (mcp_protocol.elicitation), or not at all."""
+    body: JSONObject = {"resultType": "complete", **_task_fields(rec, caller, review_url)}
     if rec.pending is not None:
-        pending = rec.approval is None
-        body["inputRequests"] = (
-            {rec.pending.key: approval_input_request(rec)} if pending and caller.elicitation_form else {}
-        )
+        mode = approval_mode(caller.elicitation, review_url) if rec.approval is None else None
+        body["inputRequests"] = {rec.pending.key: approval_request(rec, mode, review_url)} if mode is not None else {}
     elif rec.status is TaskStatus.COMPLETED:
         body["result"] = end_result(rec, retention_s)
     return body
@@ -172,8 +151,9 @@ def error_envelope_of(rec: TaskRecord) -> JSONObject | None:
     return error.envelope() if error is not None else None
 
 
-def render_status(rec: TaskRecord, retention_s: int) -> JSONObject:
-    """`vidforge_get_render_status`: mirrors the native signals for clients without tasks."""
+def render_status(rec: TaskRecord, retention_s: int, review_url: str | None = None) -> JSONObject:
+    """`vidforge_get_render_status`: mirrors the native signals for clients without tasks. Its outputSchema is
+    closed, so the review link rides in `status_message`; `watermark_preview_uri` stays the resource's URI."""
     render_id = rec.task_id
     state = fallback_state(rec)
     terminal = rec.status.terminal
@@ -187,7 +167,10 @@ def render_status(rec: TaskRecord, retention_s: int) -> JSONObject:
         out["progress"] = fraction
     out["status_message"] = status_message(rec, Caller(principal=rec.principal))
     if rec.pending is not None:
-        out["status_message"] = f"Waiting for watermark approval; times out {iso_ms(rec.pending.deadline_ms)}."
+        in_browser = f" Review the preview and decide in a browser: {review_url}" if review_url is not None else ""
+        out["status_message"] = (
+            f"Waiting for watermark approval; times out {iso_ms(rec.pending.deadline_ms)}.{in_browser}"
+        )
         out["watermark_preview_uri"] = preview_uri(render_id)
     out["expires_at"] = iso_ms(rec.expires_ms(retention_s))
     out["terminal_states"] = [state.value for state in FALLBACK_TERMINAL_STATES]

@@ -11,11 +11,21 @@ storage and Ray); it imports nothing of vidforge but render_kernels' `Media` typ
 
 from __future__ import annotations
 
+from obstore.exceptions import BaseError as BucketError
+
 from media_store.base import MediaStore, StoredObject
 from media_store.local import LocalMediaStore
 from media_store.s3 import S3MediaStore
 
-__all__ = ["LocalMediaStore", "MediaStore", "S3MediaStore", "StorageUrlError", "StoredObject", "open_media_store"]
+__all__ = [
+    "LocalMediaStore",
+    "MediaStore",
+    "S3MediaStore",
+    "StorageUrlError",
+    "StoredObject",
+    "is_storage_fault",
+    "open_media_store",
+]
 
 
 class StorageUrlError(ValueError):
@@ -29,3 +39,9 @@ def open_media_store(storage_url: str | None, data_dir: str) -> MediaStore:
     if storage_url.startswith("s3://") and storage_url[len("s3://") :].split("/")[0]:
         return S3MediaStore(storage_url.rstrip("/"))
     raise StorageUrlError(f"VIDFORGE_STORAGE_URL must be s3://BUCKET[/PREFIX], not {storage_url!r}")
+
+
+def is_storage_fault(exc: BaseException) -> bool:
+    """Whether `exc` is the media store failing rather than the request: the bucket client's errors (endpoint out of
+    reach, credentials refused or missing, bucket gone) and I/O errors. A server answers these as temporary."""
+    return isinstance(exc, (OSError, BucketError))

@@ -11,12 +11,16 @@ import av
 from av.audio.resampler import AudioResampler
 
 from .errors import UnsupportedMedia
-from .probe import Media, describe, open_input
+from .probe import Media, describe, main_audio_stream, open_input
 
 AAC_BIT_RATE = 160_000
 OPUS_BIT_RATE = 128_000
 OPUS_SAMPLE_RATE = 48_000  # Opus runs at 48 kHz internally (and WebM players expect it)
 FALLBACK_SAMPLE_RATE = 48_000  # for source rates AAC cannot carry
+# swresample's downmix of more than two channels to stereo: its standard matrix (ITU-R BS.775: centre and
+# surrounds at -3 dB into each side, LFE left out), scaled so no output sample can exceed full scale. Without
+# this, swresample leaves the matrix unscaled for float output (AAC's and Opus's), and a loud 5.1 mix clips.
+DOWNMIX_OPTIONS = {"rematrix_maxval": "1.0"}
 
 
 @dataclass
@@ -36,18 +40,21 @@ class EncodedAudio:
 
 
 def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
-    """Decode, resample and encode the first audio stream; None when the source has no audio.
+    """Decode, resample and encode the source's main audio track; None when the source has no audio.
 
-    AAC keeps the source sample rate when it can carry it; Opus is always 48 kHz. Mono stays mono;
-    everything else is downmixed to stereo. The track starts with the video (its first
-    sample is laid at time 0): the source's audio/video start offset, if any, is not preserved.
+    The track is probe.main_audio_stream's (the default-disposition one, else the first), the one whose facts
+    probe reports. AAC keeps the source sample rate when it can carry it (else 48 kHz); Opus is always 48 kHz.
+    Mono stays mono (not upmixed: every player plays it on both speakers, and it costs half the bits);
+    stereo stays stereo; more channels (5.1, 7.1, ...) are downmixed to stereo (DOWNMIX_OPTIONS). The track
+    starts with the video (its first sample is laid at time 0): the source's audio/video start offset, if
+    any, is not preserved.
     """
     started = time.perf_counter()
     codec = "libopus" if output_format == "webm" else "aac"
     with open_input(source_path) as container:
-        if not container.streams.audio:
+        stream = main_audio_stream(container)
+        if stream is None:
             return None
-        stream = container.streams.audio[0]
         source = stream.codec_context
         layout = "mono" if source.channels == 1 else "stereo"
         encoder = av.CodecContext.create(codec, "w")
@@ -67,7 +74,13 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
         encoder.flags |= av.codec.context.Flags.global_header
         encoder.open()
         # The resampler also re-chunks into the encoder's fixed frame size (1024 for AAC, 960 for Opus).
-        resampler = AudioResampler(format=encoder.format, layout=layout, rate=rate, frame_size=encoder.frame_size)
+        resampler = AudioResampler(
+            format=encoder.format,
+            layout=layout,
+            rate=rate,
+            frame_size=encoder.frame_size,
+            options=DOWNMIX_OPTIONS if source.channels > 2 else None,
+        )
 
         out = EncodedAudio(
             codec=codec,

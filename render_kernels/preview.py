@@ -17,18 +17,21 @@ from .spec import RenderSpec, output_size
 PREVIEW_AT = 1 / 3  # fraction of the frames: past any intro, well before the credits
 
 
-def render_preview(source_path: Media, info: SourceInfo, spec: RenderSpec) -> bytes:
-    """PNG bytes of the frame at ~1/3 of the source, at the output size, watermark applied."""
-    width, height = output_size(info.width, info.height, spec.resolution)
-    target = int(info.frame_count * PREVIEW_AT)
+def render_preview(source_path: Media, info: SourceInfo, spec: RenderSpec, at: float = PREVIEW_AT) -> bytes:
+    """PNG bytes of the frame `at` that fraction of the source (0.0: its first frame), as the render outputs it:
+    at the output size, upright, deinterlaced, watermark applied (when `spec` has one)."""
+    width, height = output_size(*info.display_size(), spec.resolution)
+    target = min(int(info.frame_count * at), info.frame_count - 1)
     keyframes = info.keyframes()
     start_frame, start_s = keyframes[bisect_right([f for f, _ in keyframes], target) - 1]
     with open_video(source_path) as (container, stream):
-        pipeline = FramePipeline(width, height, spec.watermark, stream.codec_context.colorspace)
-        frame = next(islice(frames_from(container, stream, info, start_s), target - start_frame, None), None)
-        if frame is None:
+        pipeline = FramePipeline.for_source(info, width, height, spec.watermark, stream.codec_context.colorspace)
+        # Only the frames up to the target: a deinterlacer then gives the target's picture last.
+        frames = islice(frames_from(container, stream, info, start_s), target - start_frame + 1)
+        output = next(islice(pipeline.pictures(frames), target - start_frame, None), None)
+        if output is None:
             raise UnsupportedMedia(f"cannot decode: frame {target} is missing")
-        picture = pipeline(frame).reformat(format="rgb24", src_colorspace=stream.codec_context.colorspace)
+        picture = output.reformat(format="rgb24", src_colorspace=stream.codec_context.colorspace)
 
     encoder = av.CodecContext.create("png", "w")
     encoder.width, encoder.height, encoder.pix_fmt = width, height, "rgb24"

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO, Protocol
 import av
 
 from .errors import UnsupportedMedia
+from .orientation import display_orientation, field_order
 
 # Output frame rates are kept to denominators <= 1001 so that the float `fps` in SourceInfo converts back to
 # the exact same rational everywhere (encoder time base, mux stream rate): see `frame_rate`.
@@ -21,6 +22,16 @@ MAX_RATE_DENOMINATOR = 1001
 MIN_FRAME_RATE = Fraction(1, MAX_RATE_DENOMINATOR)
 # Declared stream rates are trusted when within this relative distance of the measured average rate.
 RATE_TOLERANCE = 0.005
+
+
+# What the probe calls a file that libav cannot open or decode, or that holds fewer frames than its index lists:
+# almost always an upload cut short or a damaged file.
+TRUNCATED_OR_CORRUPT = "file is truncated or corrupt"
+
+
+class Damaged(UnsupportedMedia):
+    """libav failed to open or decode the file (its own message is the reason): the probe reports it as
+    truncated or corrupt; later readers of an accepted file pass the reason on as it is."""
 
 
 class OverLimit(UnsupportedMedia):
@@ -126,6 +137,18 @@ class SourceInfo:
     start_time_s: float = 0.0  # stream timestamp of the first frame, for seeking
     keyframe_frames: tuple[int, ...] = ()  # presentation index of each keyframe, parallel to keyframe_times
     pixel_format: str = ""  # the decoder's, e.g. "yuv420p" (for the decoder choice: decoders.nvdec_refusal)
+    # How the decoded width x height picture is shown (see orientation.py); the render outputs what is shown.
+    rotation: int = 0  # clockwise degrees (0, 90, 180, 270) that turn a decoded picture upright (display matrix)
+    hflip: bool = False  # then mirrored left-right (a vertical mirror is recorded as rotation 180 + hflip)
+    sample_aspect: tuple[int, int] = (1, 1)  # width : height of one decoded pixel on screen (anamorphic video)
+    field_order: str = "progressive"  # interlaced: "tff", "bff" or "auto" (per frame); renders deinterlace it
+
+    def display_size(self) -> tuple[float, float]:
+        """(width, height) of the picture as players show it, in square pixels: the sample aspect ratio
+        stretches the width (as players do), then a quarter turn swaps the sides. Not rounded, so sizes
+        derived from it (spec.output_size) keep the exact display aspect ratio."""
+        width = self.width * self.sample_aspect[0] / self.sample_aspect[1]
+        return (self.height, width) if self.rotation in (90, 270) else (width, self.height)
 
     def keyframes(self) -> list[tuple[int, float]]:
         """(frame index, time) of each keyframe, always starting with frame 0 at 0.0."""
@@ -140,11 +163,16 @@ def source_record(info: SourceInfo) -> dict[str, Any]:
     record = {f.name: getattr(info, f.name) for f in fields(info) if f.name != "path"}
     record["audio"] = asdict(info.audio) if info.audio is not None else None
     record["keyframe_times"], record["keyframe_frames"] = list(info.keyframe_times), list(info.keyframe_frames)
+    record["sample_aspect"] = list(info.sample_aspect)
     return record
 
 
 def source_from_record(record: dict[str, Any], path: Media) -> SourceInfo:
-    """The SourceInfo `source_record` made, for the file at `path`."""
+    """The SourceInfo `source_record` made, for the file at `path`.
+
+    A record stored by an older version lacks the later fields (orientation, sample aspect, field order):
+    they take their defaults, which describe an upright, square-pixel, progressive source.
+    """
     audio = record["audio"]
     return SourceInfo(
         **{
@@ -153,6 +181,7 @@ def source_from_record(record: dict[str, Any], path: Media) -> SourceInfo:
             "keyframe_times": tuple(record["keyframe_times"]),
             "keyframe_frames": tuple(record["keyframe_frames"]),
             "audio": AudioInfo(**audio) if audio is not None else None,
+            "sample_aspect": tuple(record.get("sample_aspect", (1, 1))),
         }
     )
 
@@ -173,7 +202,7 @@ def open_input(media: Media) -> Iterator[av.container.InputContainer]:
         except MemoryError:  # av.error.MemoryError too: out of memory is the caller's limit, not the media's fault
             raise
         except av.FFmpegError as err:
-            raise UnsupportedMedia(f"cannot open: {describe(err)}") from err
+            raise Damaged(f"cannot open: {describe(err)}") from err
         with container:
             yield container
 
@@ -209,29 +238,37 @@ def probe(path: Media, limits: MediaLimits = NO_LIMITS) -> SourceInfo:
     """Probe a source video with one demux pass (exact frame count, keyframes) plus one decoded frame.
 
     The work is bounded by the file size and by `limits`: packets are read once (and no further than a
-    limit), and only the first picture is decoded to prove the stream is decodable. Raises UnsupportedMedia
-    for empty, corrupt, truncated, audio-only or still-image input, OverLimit (a subclass) for a source past
-    `limits`, MemoryError when the process runs out of memory; a missing file raises FileNotFoundError (the
-    caller's "source not found").
+    limit), and only the first picture is decoded to prove the stream is decodable (and to read how it is
+    shown: its display matrix and field order). Raises UnsupportedMedia for empty ("file is empty"),
+    truncated or corrupt ("file is truncated or corrupt ..."), audio-only or still-image input, OverLimit (a
+    subclass) for a source past `limits`, MemoryError when the process runs out of memory; a missing file
+    raises FileNotFoundError (the caller's "source not found").
     """
+    try:
+        return _probe(path, limits)
+    except Damaged as err:
+        raise UnsupportedMedia(f"{TRUNCATED_OR_CORRUPT} ({err.reason})") from err
+
+
+def _probe(path: Media, limits: MediaLimits) -> SourceInfo:
     with open_input(path) as container:
         if is_still_image_format(container):
             raise UnsupportedMedia("file is a still image, not a video")
         video = main_video_stream(container)
         limits.check_frame_size(video.codec_context.width, video.codec_context.height)  # before any decode
-        audio = container.streams.audio[0] if container.streams.audio else None
+        audio = main_audio_stream(container)
         scan = _scan(container, video, audio, limits)
+        first_frame = _check_frames(video, scan)
 
         tb = time_base(video)
         first = min(scan.video_pts)
         count = len(scan.video_pts)
-        if video.frames and count < video.frames:
-            raise UnsupportedMedia(f"file is truncated: {count} of {video.frames} video frames present")
         rate = _average_rate(video, scan.video_pts)
         ordered = sorted(scan.video_pts)
         keyframe_pts = sorted(set(scan.keyframe_pts))
         ctx = video.codec_context
         limits.check_video(ctx.width, ctx.height, float(rate), count, float(count / rate))
+        rotation, hflip = display_orientation(first_frame)
         return SourceInfo(
             path=path,
             duration_s=float(count / rate),
@@ -245,7 +282,24 @@ def probe(path: Media, limits: MediaLimits = NO_LIMITS) -> SourceInfo:
             start_time_s=float(first * tb),
             keyframe_frames=tuple(bisect_left(ordered, p) for p in keyframe_pts),
             pixel_format=ctx.pix_fmt or "",
+            rotation=rotation,
+            hflip=hflip,
+            sample_aspect=_sample_aspect(video),
+            field_order=field_order(ctx.field_order, first_frame),
         )
+
+
+def main_audio_stream(container: av.container.InputContainer) -> av.AudioStream | None:
+    """The audio track a render carries: the one marked default (what a player picks), else the first."""
+    tracks = container.streams.audio
+    default = (track for track in tracks if track.disposition & av.stream.Disposition.default)
+    return next(default, tracks[0] if tracks else None)
+
+
+def _sample_aspect(video: av.VideoStream) -> tuple[int, int]:
+    """The stream's sample aspect ratio (the container's, else the codec's) as (num, den); 1:1 when unset."""
+    sar = video.sample_aspect_ratio
+    return (sar.numerator, sar.denominator) if sar else (1, 1)
 
 
 @dataclass
@@ -253,6 +307,19 @@ class _Scan:
     video_pts: list[int]
     keyframe_pts: list[int]
     audio_ticks: int  # summed audio packet durations, in the audio stream's time base
+    first_frame: av.VideoFrame | None = None  # the first decoded picture
+
+
+def _check_frames(video: av.VideoStream, scan: _Scan) -> av.VideoFrame:
+    """The first decoded picture, once the scan is known to hold every frame the index lists and one decodes."""
+    count = len(scan.video_pts)
+    if video.frames and count < video.frames:
+        raise Damaged(f"{count} of {video.frames} video frames present")
+    if not count:
+        raise UnsupportedMedia("no video frames")
+    if scan.first_frame is None:
+        raise Damaged("cannot decode: no video frame could be decoded")
+    return scan.first_frame
 
 
 def _scan(
@@ -260,7 +327,6 @@ def _scan(
 ) -> _Scan:
     """Read every packet once, stopping at a limit; decode only until the first picture appears."""
     scan = _Scan([], [], 0)
-    decoded = False
     streams = [video] if audio is None else [video, audio]
     max_frames = limits.max_frames
     max_span = None if limits.max_duration_s is None else limits.max_duration_s / time_base(video)
@@ -284,17 +350,14 @@ def _scan(
                 raise OverLimit(
                     "max_duration_s", f"duration is at least {seen:.6g} s, over the {limits.max_duration_s:g} s limit"
                 )
-            if not decoded:
-                decoded = bool(packet.decode())
-        decoded = decoded or bool(video.decode(None))
+            if scan.first_frame is None:
+                scan.first_frame = next(iter(video.decode(packet)), None)
+        if scan.first_frame is None and scan.video_pts:
+            scan.first_frame = next(iter(video.decode(None)), None)
     except MemoryError:  # see open_input
         raise
     except av.FFmpegError as err:
-        raise UnsupportedMedia(f"cannot decode: {describe(err)}") from err
-    if not scan.video_pts:
-        raise UnsupportedMedia("no video frames")
-    if not decoded:
-        raise UnsupportedMedia("cannot decode: no video frame could be decoded")
+        raise Damaged(f"cannot decode: {describe(err)}") from err
     return scan
 
 
@@ -326,6 +389,7 @@ def _output_rate(rate: Fraction) -> Fraction:
 
 
 def _audio_info(audio: av.AudioStream, ticks: int) -> AudioInfo:
+    """The facts of the track main_audio_stream chose (audio.encode_audio renders the same one)."""
     ctx = audio.codec_context
     return AudioInfo(
         codec=ctx.name,

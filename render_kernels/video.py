@@ -1,4 +1,5 @@
-"""Render one segment: decode -> scale -> watermark -> encode, returning only encoded packets."""
+"""Render one segment: decode -> (deinterlace) -> scale -> (turn upright) -> watermark -> encode, returning only
+encoded packets."""
 
 from __future__ import annotations
 
@@ -54,14 +55,16 @@ def encode_segment(
     decide cheaply whether to pass the count on (the render driver throttles it to a few reports a second).
 
     The output is constant frame rate at the source's average fps with exactly one output frame per source
-    frame: variable-frame-rate sources are retimed, never padded or dropped. With `spec.video_encoder`
-    unset the encoder is chosen on this node; a driver whose nodes differ (NVENC or not) should set it once
-    for the render, since mux_segments needs every segment from the same encoder. `spec.video_decoder` (an
-    NVDEC decoder) decodes and downscales on the GPU instead; the same frames come out, at the output size.
+    frame: variable-frame-rate sources are retimed, never padded or dropped. It is the picture as players show
+    the source (spec.output_size of SourceInfo.display_size): turned upright, square pixels, deinterlaced. With
+    `spec.video_encoder` unset the encoder is chosen on this node; a driver whose nodes differ (NVENC or not)
+    should set it once for the render, since mux_segments needs every segment from the same encoder.
+    `spec.video_decoder` (an NVDEC decoder) decodes and downscales on the GPU instead; the same frames come
+    out, at the output size.
     """
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
-    width, height = output_size(info.width, info.height, spec.resolution)
+    width, height = output_size(*info.display_size(), spec.resolution)
     encoder = open_video_encoder(codec, width, height, frame_rate(info.fps))
     tb = encoder.time_base
     out = EncodedSegment(
@@ -88,11 +91,12 @@ def encode_segment(
             out.keyframes.append(packet.is_keyframe)
 
     with open_video(source_path) as (container, stream):
-        decoder = open_video_decoder(stream, spec.video_decoder, width, height)
-        pipeline = FramePipeline(width, height, spec.watermark, stream.codec_context.colorspace)
+        pipeline = FramePipeline.for_source(info, width, height, spec.watermark, stream.codec_context.colorspace)
+        # A GPU decoder may scale (not turn); interlaced frames must reach the deinterlacer at their own size.
+        decode_size = (info.width, info.height) if pipeline.deinterlaces else pipeline.scaled_size
+        decoder = open_video_decoder(stream, spec.video_decoder, *decode_size)
         frames = frames_from(container, stream, info, segment.start_s, decoder)
-        for frame in islice(frames, segment.frame_count):
-            picture = pipeline(frame)
+        for picture in pipeline.pictures(islice(frames, segment.frame_count)):
             picture.pts = out.frame_count
             picture.time_base = tb
             out.frame_count += 1

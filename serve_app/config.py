@@ -9,10 +9,12 @@ not do. The object is frozen and crosses to Ray actors as JSON (`to_json`/`from_
 
 from __future__ import annotations
 
+import sys
+from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from actors.settings import RegistrySettings
@@ -63,6 +65,20 @@ class Config(BaseSettings):
     # Output pixels (frames x width x height, millions) one segment task encodes at most: bounds a segment
     # worker's and the mux's memory whatever the video's length. 2500: ~10 s of 4k30, 40 s of 1080p30.
     segment_max_megapixels: int = 2500
+    # The elastic cluster (serve_app/rendering/autoscaling.py, README "An elastic cluster"). The Ray autoscaler's cluster
+    # config, as the head's autoscaler runs from it (`ray up`: ~/ray_bootstrap_config.yaml): with it, queued renders
+    # are demand the autoscaler is told of and the plan counts the CPUs its node types can add; None: a fixed cluster,
+    # no demand is issued (as on a single node).
+    autoscaling_config: str | None = None
+    max_principal_cpus: int = Field(default=0, ge=0)  # CPUs one principal's work may ask for; 0: no cap of its own
+    max_cluster_cpus: int = Field(default=0, ge=0)  # CPUs all demand together may ask for; 0: the autoscaler's own max
+    # Segments on GPU nodes: auto (where one is up, or the autoscaler can start one within gpu_wait_s), off, or require
+    # (a render's segments run on GPU nodes only, waiting for one as long as the render may run).
+    gpu: Literal["auto", "off", "require"] = "auto"
+    gpu_wait_s: float = Field(default=120.0, ge=0)  # with gpu=auto: how long a render waits for a GPU node to start
+    # Whether the AWS credentials of the process that runs `vidforge serve` travel to every Ray worker with the job
+    # (Ray's runtime_env: stored in the cluster's GCS); False: each node uses its own (instance role, node environment).
+    ship_storage_credentials: bool = False
     # Ingress admission (issue 8): each replica's own request bounds (serve_app/ingress/request_slots.py), per-principal
     # caps held cluster-wide, Origin/Host checks.
     replicas: int = 1
@@ -79,15 +95,46 @@ class Config(BaseSettings):
     record_mirror_size: int = Field(default=10_000, ge=0)
     allowed_origins: str = ""  # comma-separated origins beside the server's own
     allowed_hosts: str = ""  # comma-separated Host names beside the server's own
+    # The watermark review page (serve_app/ingress/review/): the key that signs its links (None: generated once into
+    # the state dir at launch, serve_app/launch/review_key.py), how long a link works from the moment the approval is
+    # asked (at least the approval window), and the largest decision form it reads.
+    review_key: str | None = Field(default=None, min_length=32, repr=False)
+    review_link_ttl_s: float = 86_400.0  # 24 h
+    review_form_max_bytes: int = Field(default=16_384, gt=0)
+    # Observability (serve_app/observability/, README "Operating vidforge"). Metrics go through Ray's metrics system
+    # to the Prometheus endpoint of every Ray node (`ray_vidforge_*`); off: vidforge records none (Ray's own stay).
+    metrics: bool = True
+    # Principals named in per-principal metric labels, first come first named per process; the rest are `other`.
+    metrics_max_principals: int = Field(default=20, ge=0)
+    # The embedded Ray node's Prometheus endpoint port (`vidforge serve` without --ray-address); None: a free port
+    # Ray picks, printed at start. A joined cluster's nodes have theirs from `ray start --metrics-export-port`.
+    metrics_export_port: int | None = Field(default=None, ge=1, le=65535)
+    # One JSON object per log line, or plain text; None: text when `vidforge serve`'s stderr is a terminal, else
+    # json. Resolved once at launch (`from_env`) and handed to every process with the settings.
+    log_format: Literal["json", "text"] | None = None
+
+    @model_validator(mode="after")
+    def _links_outlive_the_approval_window(self) -> Config:
+        """A review link must work for as long as the approval it decides can still be given."""
+        if self.review_link_ttl_s < self.approval_timeout_s:
+            raise ValueError(
+                f"VIDFORGE_REVIEW_LINK_TTL_S ({self.review_link_ttl_s:g}) must be at least VIDFORGE_APPROVAL_TIMEOUT_S"
+                f" ({self.approval_timeout_s:g}): a review link has to work until the approval times out"
+            )
+        return self
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Config:
-        """The environment's settings, with the CLI flags that were given (None: not given) on top, and the data
-        and state dirs made absolute (Ray actors run elsewhere)."""
+        """The environment's settings, with the CLI flags that were given (None: not given) on top, the data
+        and state dirs made absolute (Ray actors run elsewhere), and the log format decided (Ray's workers never
+        write to a terminal: the launching process decides for all)."""
         config = cls(**{name: value for name, value in overrides.items() if value is not None})
         data_dir = Path(config.data_dir).resolve()
         state_dir = Path(config.state_dir).resolve() if config.state_dir else data_dir
-        return config.model_copy(update={"data_dir": str(data_dir), "state_dir": str(state_dir)})
+        log_format = config.log_format or ("text" if sys.stderr.isatty() else "json")
+        return config.model_copy(
+            update={"data_dir": str(data_dir), "state_dir": str(state_dir), "log_format": log_format}
+        )
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -98,20 +145,7 @@ class Config(BaseSettings):
 
     def registry_settings(self) -> RegistrySettings:
         """The part of these settings the task registry runs by (it does not import this module)."""
-        return RegistrySettings(
-            data_dir=self.data_dir,
-            state_dir=self.state_dir,
-            storage_url=self.storage_url,
-            namespace=self.namespace,
-            max_concurrent_renders=self.max_concurrent_renders,
-            task_ttl_ms=self.task_ttl_ms,
-            poll_interval_ms=self.poll_interval_ms,
-            idempotency_ttl_s=self.idempotency_ttl_s,
-            result_retention_s=self.result_retention_s,
-            asset_retention_s=self.asset_retention_s,
-            sweep_interval_s=self.sweep_interval_s,
-            sweep_batch=self.sweep_batch,
-        )
+        return RegistrySettings(**self.model_dump(include={f.name for f in fields(RegistrySettings)}))
 
     @property
     def public_base_url(self) -> str:

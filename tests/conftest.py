@@ -51,13 +51,11 @@ def module_tokens(session: pytest.Session) -> dict[str, str]:
 def shared_server(request, tmp_path_factory):
     env = {**SHARED_ENV, "VIDFORGE_ALLOWED_ORIGINS": SHARED_ALLOWED_ORIGIN}
     tokens = module_tokens(request.session)
-    proc = ServerProcess(tmp_path_factory.mktemp("shared") / "data", env=env, tokens=tokens).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("shared") / "data", env=env, tokens=tokens) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="session")
 def open_server(tmp_path_factory):
-    proc = ServerProcess(tmp_path_factory.mktemp("open") / "data", env=SHARED_ENV).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("open") / "data", env=SHARED_ENV) as proc:
+        yield proc

@@ -46,6 +46,7 @@ from serve_app.config import Config
 from serve_app.ingress.auth import authentication
 from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
 from serve_app.ingress.origin import OriginGuard, OriginPolicy
+from serve_app.ingress.review.links import ReviewLinks
 from tests.harness import meta, request_headers
 
 T = TypeVar("T")
@@ -61,6 +62,7 @@ class MemoryRenderService:
         self.assets: dict[str, tuple[str, str]] = {}  # uri -> (owner, kind)
         self.videos: dict[str, bytes] = {}  # render id -> the finished file's bytes
         self.listening = threading.Event()  # set when a listen stream waits for a change (see `watch`)
+        self.review_links = ReviewLinks(config)  # links only when the config has a review key, as in production
 
     def add_asset(self, uri: str, owner: str, kind: str) -> str:
         self.assets[uri] = (owner, kind)
@@ -117,6 +119,9 @@ class MemoryRenderService:
             url = f"{self.config.public_base_url}/artifacts/{render_id}/final.{ext}"
             raise errors.resource_too_large(render_id, len(data), self.config.max_inline_resource_bytes, url)
         return artifact, data
+
+    def review_url(self, rec: TaskRecord) -> str | None:
+        return self.review_links.url(rec)
 
     async def read_preview(self, principal: str, render_id: str) -> bytes:
         rec = await self.registry.get(principal, render_id)

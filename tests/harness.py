@@ -194,6 +194,12 @@ class ServerProcess:
         self.stop()
         return self.start()
 
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
 
 def meta(tasks: bool = False, elicitation: bool = False) -> dict[str, Any]:
     caps: dict[str, Any] = {}

@@ -164,3 +164,185 @@ def decode_frame(path: str, index: int, pixel_format: str = "rgb24") -> np.ndarr
             if n == index:
                 return frame.to_ndarray(format=pixel_format)
     raise IndexError(f"{path} has only {n + 1} frames")
+
+
+# --- real-world media: how phones, cameras and broadcast store pictures -----------------------------------
+#
+# Every frame of these sources shows a red MARKER block in the top-left corner of the picture AS A PLAYER
+# SHOWS IT; the stored (coded) picture is turned, mirrored and squeezed the opposite way, so a render that
+# ignores the display matrix or the sample aspect ratio puts the marker elsewhere or misshapes the frame.
+
+MARKER_RGB = (255, 0, 0)
+MARKER_FRACTION = 4  # the marker covers the top-left 1/4 x 1/4 of the shown picture
+BACKGROUND = 48
+
+
+@dataclass(frozen=True)
+class AudioTrack:
+    """One audio track of a generated source: on channel i a sine of tone_hz * (1 + i / 4), peak `level`."""
+
+    layout: str = "stereo"
+    rate: int = AUDIO_RATE
+    tone_hz: float = 440.0
+    default: bool = False  # the track's default disposition (what players pick)
+    level: float = 0.2
+
+    def channel_tones(self) -> list[float]:
+        return [self.tone_hz * (1 + i / 4) for i in range(av.AudioLayout(self.layout).nb_channels)]
+
+
+def shown_picture(index: int, width: int, height: int) -> np.ndarray:
+    """What a player should show at frame `index`: a dark picture, the red marker top-left, and a green bar
+    sliding along the bottom half (so frames differ)."""
+    rgb = np.full((height, width, 3), BACKGROUND, np.uint8)
+    rgb[: max(height // MARKER_FRACTION, 2), : max(width // MARKER_FRACTION, 2)] = MARKER_RGB
+    bar = (index * 7) % max(width - 4, 1)
+    rgb[height // 2 :, bar : bar + max(width // 16, 2), 1] = 200
+    return rgb
+
+
+def coded_picture(shown: np.ndarray, rotation: int, hflip: bool, coded_width: int) -> np.ndarray:
+    """The stored picture that a player turns into `shown`: it applies the display matrix (turn `rotation`
+    degrees clockwise, then mirror when `hflip`) and stretches to the sample aspect ratio; here each is undone,
+    in reverse order, with the columns resampled (nearest) to `coded_width`."""
+    turned = shown[:, ::-1] if hflip else shown
+    upright_coded = np.rot90(turned, k=rotation // 90)  # numpy's positive turns are counter-clockwise
+    columns = np.arange(coded_width) * upright_coded.shape[1] // coded_width
+    return np.ascontiguousarray(upright_coded[:, columns])
+
+
+def make_shown_clip(
+    path: str,
+    width: int = 320,
+    height: int = 180,
+    rotation: int = 0,
+    hflip: bool = False,
+    sample_aspect: tuple[int, int] = (1, 1),
+    pix_fmt: str = "yuv420p",
+    interlaced: bool = False,
+    audio: tuple[AudioTrack, ...] = (AudioTrack(),),
+    seconds: float = 2.0,
+    fps: int = 10,
+    gop: int = 10,
+) -> str:
+    """Write an H.264 mp4 whose stored frames are width x height with the given display matrix (`rotation`
+    clockwise then `hflip`), sample aspect ratio, pixel format and interlacing, plus the `audio` tracks.
+
+    Every frame, as shown, has the red marker top-left (shown_picture). Keyframes every `gop` frames.
+    """
+    shown_w = round(width * sample_aspect[0] / sample_aspect[1])
+    shown_w, shown_h = (height, shown_w) if rotation in (90, 270) else (shown_w, height)
+    with av.open(path, "w") as out:
+        video = out.add_stream("libx264", rate=fps)
+        video.width, video.height, video.pix_fmt = width, height, pix_fmt
+        video.codec_context.sample_aspect_ratio = Fraction(*sample_aspect)
+        if rotation or hflip:
+            video.set_display_rotation(-rotation, hflip=hflip)  # PyAV's degrees are counter-clockwise
+        x264 = f"keyint={gop}:min-keyint={gop}:scenecut=0"
+        if interlaced:  # x264's interlaced (MBAFF) coding, top field first: frames are flagged interlaced
+            video.codec_context.flags |= av.codec.context.Flags.interlaced_dct | av.codec.context.Flags.interlaced_me
+            x264 += ":tff=1"
+        video.options = {"preset": "superfast", "x264-params": x264}
+        sounds = [_add_audio_track(out, track) for track in audio]
+        for index in range(round(seconds * fps)):
+            coded = coded_picture(shown_picture(index, shown_w, shown_h), rotation, hflip, width)
+            frame = av.VideoFrame.from_ndarray(coded, format="rgb24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        for sound, track in zip(sounds, audio):
+            _write_tones(out, sound, track, seconds)
+    return path
+
+
+def _add_audio_track(out: av.container.OutputContainer, track: AudioTrack) -> av.AudioStream:
+    sound = out.add_stream("aac", rate=track.rate)
+    sound.layout = track.layout
+    # mp4 keeps one "enabled" track per kind: the first marked default, else the first; demuxers read that back.
+    sound.disposition = av.stream.Disposition.default if track.default else av.stream.Disposition(0)
+    return sound
+
+
+def _write_tones(out: av.container.OutputContainer, sound: av.AudioStream, track: AudioTrack, seconds: float) -> None:
+    size = sound.codec_context.frame_size or 1024
+    total = int(seconds * track.rate)
+    tones = np.array(track.channel_tones())[:, None]
+    for start in range(0, total, size):
+        t = np.arange(start, min(start + size, total)) / track.rate
+        samples = (track.level * np.sin(2 * math.pi * tones * t)).astype(np.float32)
+        frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout=track.layout)
+        frame.sample_rate, frame.pts, frame.time_base = track.rate, start, Fraction(1, track.rate)
+        out.mux(sound.encode(frame))
+    out.mux(sound.encode(None))
+
+
+def make_truncated(path: str, source: str, keep: int = 60_000) -> str:
+    """The first `keep` bytes of `source`: an upload cut short."""
+    with open(source, "rb") as whole, open(path, "wb") as cut:
+        cut.write(whole.read(keep))
+    return path
+
+
+def make_empty(path: str) -> str:
+    """A zero-byte file."""
+    open(path, "wb").close()
+    return path
+
+
+# The real-world corpus: name -> make_shown_clip arguments. Small (<= 320 px, 2 s at 10 fps) for a loaded CI.
+REAL_WORLD_CORPUS: dict[str, dict] = {
+    "phone_portrait_90": {"width": 320, "height": 180, "rotation": 90},  # a phone held upright
+    "upside_down_180": {"width": 320, "height": 180, "rotation": 180},
+    "portrait_270": {"width": 320, "height": 180, "rotation": 270},
+    "mirrored_selfie": {"width": 320, "height": 180, "hflip": True},
+    "mirrored_portrait_90": {"width": 320, "height": 180, "rotation": 90, "hflip": True},
+    "ntsc_dvd_32_27": {"width": 240, "height": 160, "sample_aspect": (32, 27)},  # 720x480 16:9 anamorphic
+    "pal_dv_16_15": {"width": 180, "height": 144, "sample_aspect": (16, 15)},  # 720x576 4:3
+    "hdv_4_3": {"width": 240, "height": 180, "sample_aspect": (4, 3)},  # 1440x1080 shown 1920x1080
+    "anamorphic_portrait_90": {"width": 240, "height": 160, "sample_aspect": (32, 27), "rotation": 90},
+    "vertical_9_16": {"width": 180, "height": 320},  # a small vertical video (stored upright)
+    "square_1_1": {"width": 240, "height": 240},
+    "interlaced_tff": {"width": 320, "height": 180, "interlaced": True},
+    "ten_bit": {"width": 320, "height": 180, "pix_fmt": "yuv420p10le"},
+    "chroma_422": {"width": 320, "height": 180, "pix_fmt": "yuv422p"},
+    # Loud: front, centre and surround summed as swresample's standard matrix has it would pass full scale.
+    "surround_5_1": {"width": 320, "height": 180, "audio": (AudioTrack("5.1", 48000, 300.0, level=0.45),)},
+    "second_track_default": {
+        "width": 320,
+        "height": 180,
+        "audio": (AudioTrack("mono", 44100, 300.0), AudioTrack("stereo", 48000, 1000.0, default=True)),
+    },
+}
+
+
+def decode_audio(path: str) -> tuple[int, np.ndarray]:
+    """(sample rate, samples as channels x samples) of the first audio track of `path` (planar, as AAC gives)."""
+    with av.open(path) as container:
+        stream = container.streams.audio[0]
+        chunks = [frame.to_ndarray() for frame in container.decode(stream)]  # AAC decodes to planar float
+        return stream.codec_context.sample_rate, np.concatenate(chunks, axis=1)
+
+
+def dominant_hz(samples: np.ndarray, rate: int) -> float:
+    """The strongest frequency in a channel's samples."""
+    spectrum = np.abs(np.fft.rfft(samples * np.hanning(len(samples))))
+    return float(np.fft.rfftfreq(len(samples), 1 / rate)[np.argmax(spectrum)])
+
+
+def marker_corner(picture: np.ndarray) -> str | None:
+    """Which corner of an RGB picture holds the red marker ("top_left", ...), or None: the corner whose block
+    (1/8 x 1/8 of the picture, inside the 1/4 x 1/4 marker when it is there) is red."""
+    height, width = picture.shape[:2]
+    h, w = max(height // 8, 1), max(width // 8, 1)
+    blocks = {
+        "top_left": picture[:h, :w],
+        "top_right": picture[:h, -w:],
+        "bottom_left": picture[-h:, :w],
+        "bottom_right": picture[-h:, -w:],
+    }
+    red = [name for name, block in blocks.items() if _is_marker(block.reshape(-1, 3).mean(axis=0))]
+    return red[0] if len(red) == 1 else None
+
+
+def _is_marker(rgb: np.ndarray) -> bool:
+    return bool(rgb[0] > 180 and rgb[1] < 90 and rgb[2] < 90)

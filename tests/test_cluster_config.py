@@ -59,6 +59,8 @@ def test_cluster_yaml_is_what_ray_up_accepts():
     assert head["resources"] == {"CPU": 0} and head["max_workers"] == 0  # no segment work, ever
     assert types["gpu_worker"]["resources"]["GPU"] >= 1 and "GPU" not in types["cpu_worker"]["resources"]
     assert all(types[t]["node_config"].get("IamInstanceProfile") for t in ("gpu_worker", "cpu_worker"))
+    # Elastic: no worker runs until the queue asks for one, and vidforge reads the config the autoscaler runs from.
+    assert all(types[t]["min_workers"] == 0 for t in ("gpu_worker", "cpu_worker"))
     assert any("pip install" in cmd for cmd in config["head_setup_commands"])
     assert any("pip install" in cmd for cmd in config["worker_setup_commands"])
 
@@ -72,6 +74,7 @@ def test_cluster_yaml_is_what_ray_up_accepts():
     env = env_assignments(serve)
     assert env["RAY_AUTH_MODE"] == "token" and env["VIDFORGE_STORAGE_URL"].startswith("s3://")
     assert {"VIDFORGE_STATE_DIR", "VIDFORGE_TOKENS_FILE"} <= set(env)
+    assert env["VIDFORGE_AUTOSCALING_CONFIG"] == "~/ray_bootstrap_config.yaml"  # where `ray up` puts this config
     assert {name for name in env if name.startswith("VIDFORGE_")} <= SETTINGS
     assert "--ray-address auto" in serve and "--host 0.0.0.0" in serve
     # The bucket's region reaches every node's tasks (segment tasks read the bucket): every `ray start` has it.
@@ -119,7 +122,16 @@ def test_rayservice_manifest_has_what_kuberay_needs():
         assert all(isinstance(v, str) for v in group["rayStartParams"].values())  # KubeRay: map of strings
         assert group["template"]["spec"]["containers"][0]["image"]
     for group in groups:
-        assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+        assert group["minReplicas"] == group["replicas"] == 0 < group["maxReplicas"]  # elastic: none until asked
+    # The node types vidforge plans and asks for (VIDFORGE_AUTOSCALING_CONFIG, from the ConfigMap) are the groups'.
+    mirrored = yaml.safe_load(docs["ConfigMap"]["data"]["cluster.yaml"])
+    assert mirrored["max_workers"] == sum(g["maxReplicas"] for g in groups)
+    for group in groups:
+        limits = group["template"]["spec"]["containers"][0]["resources"]["limits"]
+        node_type = mirrored["available_node_types"][group["groupName"]]
+        assert node_type["max_workers"] == group["maxReplicas"] and node_type["min_workers"] == group["minReplicas"]
+        assert node_type["resources"].get("CPU") == int(limits["cpu"])
+        assert node_type["resources"].get("GPU", 0) == int(limits.get("nvidia.com/gpu", 0))
     gpu = [
         g["template"]["spec"]["containers"][0]
         for g in groups
@@ -138,8 +150,21 @@ def test_rayservice_manifest_has_what_kuberay_needs():
     assert volumes["state"]["persistentVolumeClaim"]["claimName"] == docs["PersistentVolumeClaim"]["metadata"]["name"]
     assert env["VIDFORGE_STATE_DIR"].startswith(mounts["state"])
     assert env["VIDFORGE_TOKENS_FILE"].startswith(mounts["tokens"]) and volumes["tokens"]["secret"]["secretName"]
+    assert env["VIDFORGE_AUTOSCALING_CONFIG"].startswith(mounts["autoscaling"])
+    assert volumes["autoscaling"]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
     accounts = {g["template"]["spec"]["serviceAccountName"] for g in [head, *groups]}
     assert accounts == {docs["ServiceAccount"]["metadata"]["name"]}  # one identity that may use the bucket
+
+    # Operating it (README "Operating vidforge"): every node's Prometheus endpoint on one port, the head's probes on
+    # vidforge's own /readyz (unauthenticated) and /healthz (200, or 401 without a token: the process answers).
+    for group in [head, *groups]:
+        assert group["rayStartParams"]["metrics-export-port"] == "8080"
+    head_container = head_pod["containers"][0]
+    assert {"containerPort": 8080, "name": "metrics"} in head_container["ports"]
+    assert head_container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": application.args["port"]}
+    liveness = head_container["livenessProbe"]["exec"]["command"]
+    assert liveness[:2] == ["python", "-c"] and "'/healthz'" in liveness[2] and "(200, 401)" in liveness[2]
+    compile(liveness[2], "livenessProbe", "exec")  # the one-liner is Python
 
     # The MCP endpoint: a Service onto the head pod's port where the ingress replicas listen (no Serve proxy).
     assert serve_config.proxy_location.value == "Disabled"
@@ -149,6 +174,7 @@ def test_rayservice_manifest_has_what_kuberay_needs():
 
 
 def test_dockerfile_installs_every_package():
-    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = [pattern.removesuffix("*") for pattern in found["include"]]  # each with its sub-packages
     copied = re.findall(r"^COPY --chown=\S+ (\S+) \1$", (REPO / "deploy" / "Dockerfile").read_text(), re.M)
     assert sorted(copied) == sorted(packages)

@@ -44,9 +44,8 @@ def server(tmp_path_factory):
         "VIDFORGE_MAX_LISTEN_TASK_IDS": "3",
         "VIDFORGE_LEASE_TTL_S": "3",
     }
-    proc = ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=env, tokens=TOKENS).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=env, tokens=TOKENS) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")
@@ -58,16 +57,14 @@ def small_server(tmp_path_factory):
         "VIDFORGE_LISTEN_IDLE_S": "20",
         "VIDFORGE_MAX_DOWNLOADS": "0",
     }
-    proc = ServerProcess(tmp_path_factory.mktemp("limits-small") / "data", env=env, tokens=TOKENS).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("limits-small") / "data", env=env, tokens=TOKENS) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory):
-    proc = ServerProcess(tmp_path_factory.mktemp("limits-two") / "data", env={"VIDFORGE_REPLICAS": "2"}).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("limits-two") / "data", env={"VIDFORGE_REPLICAS": "2"}) as proc:
+        yield proc
 
 
 class Listen:

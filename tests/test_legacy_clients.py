@@ -57,6 +57,15 @@ def run_client(venv: str, script: str, *args: str) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+RENDER_CLIENTS = {"mcp1": ("mcp1_render.py", "tok-mcp1"), "fastmcp-tasks": ("fastmcp_tasks_render.py", "tok-fastmcp")}
+
+
+def run_render_client(venv: str, server, assets, *args: str) -> dict:
+    """A client's render script on the module's clip and logo, as that client's own principal."""
+    script, token = RENDER_CLIENTS[venv]
+    return run_client(venv, script, server.url, token, assets[(token, "clip")], assets[(token, "logo")], *args)
+
+
 def modern_tools(server) -> list[dict]:
     wire = Wire(server.url, token="tok-wire")
     try:
@@ -260,17 +269,7 @@ def test_mcp_name_absent_is_served_mismatched_is_refused(server, assets):
 def test_mcp1_client_renders_through_the_fallback(server, assets, tmp_path, version):
     video = tmp_path / "final.mp4"
     pin = [] if version == "2025-11-25" else ["--protocol-version", version]  # 2025-11-25: mcp 1.30's default
-    report = run_client(
-        "mcp1",
-        "mcp1_render.py",
-        server.url,
-        "tok-mcp1",
-        assets[("tok-mcp1", "clip")],
-        assets[("tok-mcp1", "logo")],
-        "approve",
-        str(video),
-        *pin,
-    )
+    report = run_render_client("mcp1", server, assets, "approve", str(video), *pin)
 
     assert report["initialize"]["protocolVersion"] == version
     posts = report["wire"]
@@ -296,17 +295,8 @@ def test_mcp1_client_renders_through_the_fallback(server, assets, tmp_path, vers
 
 
 def test_mcp1_client_cancels_through_the_fallback(server, assets, tmp_path):
-    report = run_client(
-        "mcp1",
-        "mcp1_render.py",
-        server.url,
-        "tok-mcp1",
-        assets[("tok-mcp1", "clip")],
-        assets[("tok-mcp1", "logo")],
-        "cancel",
-        str(tmp_path / "unused.mp4"),
-        "--protocol-version",
-        "2025-06-18",
+    report = run_render_client(
+        "mcp1", server, assets, "cancel", str(tmp_path / "unused.mp4"), "--protocol-version", "2025-06-18"
     )
     assert report["initialize"]["protocolVersion"] == "2025-06-18"
     assert report["cancel"]["acknowledged"] is True and report["cancel"]["state"] in ("cancelling", "cancelled")
@@ -316,20 +306,13 @@ def test_mcp1_client_cancels_through_the_fallback(server, assets, tmp_path):
 
 @pytest.mark.parametrize("decision", ["approve", "reject"])
 def test_fastmcp_tasks_client_drives_the_native_task(server, assets, decision):
-    report = run_client(
-        "fastmcp-tasks",
-        "fastmcp_tasks_render.py",
-        server.url,
-        "tok-fastmcp",
-        assets[("tok-fastmcp", "clip")],
-        assets[("tok-fastmcp", "logo")],
-        decision,
-    )
+    report = run_render_client("fastmcp-tasks", server, assets, decision)
 
     assert report["created"]["resultType"] == "task" and report["created"]["status"] == "working"
     task_id = report["created"]["taskId"]
-    assert len(report["elicitations"]) == 1
-    assert report["elicitations"][0]["schema"]["required"] == ["approved"]
+    # The SDK declares both elicitation modes, so the approval is asked in URL mode, at the review page.
+    (elicitation,) = report["elicitations"]
+    assert elicitation["mode"] == "url" and elicitation["url"].startswith(f"{server.base}/review/task_")
     task_posts = [p for p in report["wire"] if p["method"] in ("tasks/get", "tasks/update")]
     assert {p["method"] for p in task_posts} == {"tasks/get", "tasks/update"}
     assert all(p["mcp_name"] is None for p in task_posts), "the client omits Mcp-Name; the server serves it"

@@ -46,9 +46,8 @@ LIMITS = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    proc = ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=LIMITS).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=LIMITS) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")

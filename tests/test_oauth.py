@@ -343,9 +343,8 @@ def test_public_url_sets_the_resource_identifier(monkeypatch):
 def server(tmp_path_factory, issuer):
     env = {"VIDFORGE_OAUTH_ISSUER": issuer.url, "VIDFORGE_OAUTH_SCOPES": SCOPE}
     # A static CI key beside OAuth, mapped to the same principal as the JWT subject `alice`.
-    proc = ServerProcess(tmp_path_factory.mktemp("oauth") / "data", env=env, tokens={"ci-key": "alice"}).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("oauth") / "data", env=env, tokens={"ci-key": "alice"}) as proc:
+        yield proc
 
 
 def resource_of(server) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import struct
@@ -60,7 +61,7 @@ def test_slow_but_representable_rate_is_probed_exactly(tmp_path):
 
 @pytest.mark.parametrize("position", POSITIONS)
 def test_watermark_on_a_two_pixel_wide_frame_stays_inside(tmp_path, position):
-    # A 2 x 1000 source renders 2 x 720 at 720p: the 3 % margin (22 px) is wider than the frame itself.
+    # A 2 x 1000 source renders 6 x 2560 at 720p (its long side at the cap): the margin is wider than the frame.
     width, height = output_size(2, 1000, "720p")
     png = make_watermark_png(str(tmp_path / "wm.png"), rgba=(255, 255, 255, 255))
     pipeline = FramePipeline(width, height, WatermarkSpec(png, position, 1.0), colorspace=1)
@@ -182,6 +183,16 @@ def test_refusals_name_the_setting_and_are_not_temporary(tmp_path):
     assert envelope["details"] == {"field": "source_asset_uri", "reason": refusal_reason(exc)}
     unreadable = media_refusal("body", UnsupportedMedia("no video stream")).envelope()
     assert unreadable["code"] == "unsupported_codec" and unreadable["temporary"] is False
+
+
+def test_facts_stored_before_the_display_matrix_was_kept_are_probed_again(tmp_path):
+    """An upload parsed by an older version has no rotation, pixel aspect or field order in its facts: planning
+    from them would render a phone video sideways, so the render probes the file instead."""
+    store = AssetStore(Config(data_dir=str(tmp_path / "data")))
+    video = store.add_file(make_clip(str(tmp_path / "clip.mp4"), seconds=1, audio=False), "alice")
+    older = {k: v for k, v in video.facts["source"].items() if k not in ("rotation", "hflip", "sample_aspect")}
+    stale = dataclasses.replace(video, facts={**video.facts, "source": older})
+    assert store.source_info(video) is not None and store.source_info(stale) is None
 
 
 def test_limits_lowered_after_upload_apply_to_the_stored_facts(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 
 from mcp_protocol import views
 from mcp_protocol.domain import PendingApproval, RenderRequest, TaskRecord, Watermark
+from mcp_protocol.elicitation import ElicitationMode
 from mcp_protocol.progress import RenderProgress, SpeedMeter, eta_text
 
 pytestmark = pytest.mark.fast
@@ -139,7 +140,7 @@ def test_views_keep_the_contract_message_while_awaiting_approval():
         pending=PendingApproval(key="watermark-approval-1", deadline_ms=1_785_335_762_000, timeout_s=1800),
         **{k: v for k, v in ENCODING.fields().items() if k != "phase"},
     )
-    caller = views.Caller(principal="alice", tasks=True, elicitation_form=True)
+    caller = views.Caller(principal="alice", tasks=True, elicitation=frozenset({ElicitationMode.FORM}))
     assert views.detailed_task(rec, caller, retention_s=1)["statusMessage"] == (
         "Waiting for user approval of the watermark preview at "
         "vidforge://renders/task_x/watermark-preview.png. Unanswered approvals time out after 30 minutes."

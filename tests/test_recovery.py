@@ -74,9 +74,8 @@ def server(tmp_path_factory):
     """One server for the module (a start costs 15-30 s): each test leaves no render of its own running, and the
     whole-server restart comes last. A quota of one render makes a slot left taken show at the next create."""
     env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1"}
-    proc = ServerProcess(tmp_path_factory.mktemp("recovery") / "data", env=env).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("recovery") / "data", env=env) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")

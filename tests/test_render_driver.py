@@ -17,7 +17,7 @@ from media import decode_all, make_clip, make_watermark_png, psnr_y
 
 from mcp_protocol.progress import RenderProgress
 from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
-from render_kernels.probe import MediaLimits, OverLimit
+from render_kernels.probe import Damaged, MediaLimits, OverLimit
 from serve_app.media.media_probe import parse_isolated
 from serve_app.rendering import render_driver, render_tasks
 from serve_app.rendering.render_driver import RenderJob, RenderRejected, RenderRun, run_render
@@ -295,7 +295,8 @@ def test_unsupported_media_propagates_unchanged(cluster, media, tmp_path):
     spec = RenderSpec("mp4", "720p", WatermarkSpec(str(not_a_video)))  # fails inside the Ray tasks
     with pytest.raises(UnsupportedMedia) as in_task:
         render(RenderJob(media[0], spec, str(tmp_path / "b.mp4"), str(tmp_path / "b.png")), Hooks())
-    assert type(in_task.value) is UnsupportedMedia and in_task.value.reason
+    # The kernel's own class (its "cannot open" kind, Damaged), not Ray's wrapper around it.
+    assert type(in_task.value) is Damaged and in_task.value.reason
     assert not os.path.exists(tmp_path / "b.mp4")
 
 

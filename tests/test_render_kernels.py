@@ -136,7 +136,11 @@ def test_probe_webm_counts_frames_without_metadata(webm_clip):
 @pytest.mark.parametrize(
     ("name", "content", "reason"),
     [
-        ("random.mp4", np.random.default_rng(7).integers(0, 256, 20000, dtype=np.uint8).tobytes(), "cannot open"),
+        (
+            "random.mp4",
+            np.random.default_rng(7).integers(0, 256, 20000, dtype=np.uint8).tobytes(),
+            "file is truncated or corrupt (cannot open",
+        ),
         ("empty.mp4", b"", "file is empty"),
     ],
 )
@@ -150,14 +154,18 @@ def test_probe_rejects_garbage(media_dir, name, content, reason):
 
 def test_probe_rejects_truncated_files(clip, mp4_renders, media_dir):
     # moov at the end, cut off: the container cannot be opened; moov first (faststart), media data cut off:
-    # the index promises frames the file no longer holds.
-    cases = ((clip, "cut.mp4", "cannot open"), (mp4_renders[0].path, "cut_faststart.mp4", "file is truncated"))
+    # the index promises frames the file no longer holds. Both are called what they are.
+    cases = (
+        (clip, "cut.mp4", "file is truncated or corrupt (cannot open"),
+        (mp4_renders[0].path, "cut_faststart.mp4", "file is truncated or corrupt ("),
+    )
     for source, name, reason in cases:
         data = open(source, "rb").read()
         (media_dir / name).write_bytes(data[: len(data) // 2])
         with pytest.raises(UnsupportedMedia) as caught:
             probe(str(media_dir / name))
         assert caught.value.reason.startswith(reason), (name, caught.value.reason)
+    assert caught.value.reason.endswith("of 40 video frames present)"), caught.value.reason
 
 
 def test_probe_rejects_images_and_missing_files(red_png, media_dir):
@@ -228,9 +236,9 @@ def test_plan_segments_on_probed_clip(clip):
     [
         ((1920, 1080), "720p", (1280, 720)),
         ((640, 360), "1080p", (1920, 1080)),  # scaled up to the requested box
-        ((1080, 1920), "1080p", (608, 1080)),  # portrait fits the landscape box
+        ((1080, 1920), "1080p", (1080, 1920)),  # the resolution names the short side, portrait too
         ((321, 181), "720p", (1276, 720)),
-        ((4096, 2160), "4k", (3840, 2024)),
+        ((4096, 2160), "4k", (4096, 2160)),  # DCI 4K: its long side is at the 4096 bound
         ((1440, 1080), "4k", (2880, 2160)),
     ],
 )
@@ -365,7 +373,7 @@ def test_render_without_audio_has_no_audio_stream(odd_clip, media_dir):
     assert encode_audio(odd_clip, "mp4") is None
     with av.open(stats.path) as container:
         assert len(container.streams.audio) == 0
-    assert stats.width == 1276  # 321x181 fitted into 1280x720
+    assert stats.width == 1276  # 321x181 with its short side at 720
     decoded = decode_all(stats.path, keep="none")
     assert decoded.frame_count == 20 and decoded.keyframes[10]
 

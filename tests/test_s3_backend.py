@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from serve_app.launch.review_key import KEY_FILE
 from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, validate, wait_until
 from tests.media import decode_all, make_clip, make_watermark_png
 
@@ -37,10 +38,11 @@ def post_asset(server: ServerProcess, path: str) -> httpx.Response:
 
 
 def media_files(data_dir) -> list[str]:
-    """Every file under the data dir but the registry's database."""
+    """Every file under the data dir but the state: the registry's database and the review-link key."""
     found = []
     for folder, _, files in os.walk(data_dir):
-        found += [os.path.join(folder, name) for name in files if not name.startswith("registry.sqlite3")]
+        state = [name for name in files if name.startswith("registry.sqlite3") or name == KEY_FILE]
+        found += [os.path.join(folder, name) for name in files if name not in state]
     return found
 
 
@@ -104,7 +106,8 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         validate(done["result"], "core", "CallToolResult")
 
         video_key = f"{PREFIX}/artifacts/{task_id}/final.mp4"
-        assert s3_server.object_keys(f"{PREFIX}/artifacts/") == [video_key, preview_key]
+        source_frame_key = f"{PREFIX}/artifacts/{task_id}/source-frame.png"  # the review page's source frame
+        assert s3_server.object_keys(f"{PREFIX}/artifacts/") == [video_key, source_frame_key, preview_key]
         video = s3_server.get(video_key)
         assert media_files(data_dir) == []  # the data dir holds the registry's state only
         (tmp_path / "final.mp4").write_bytes(video)

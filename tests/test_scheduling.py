@@ -3,10 +3,22 @@ tests/test_render_driver.py::test_renders_share_the_cpus_fairly_and_plan_for_the
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from render_kernels import SourceInfo, plan_segments
-from serve_app.rendering.scheduling import FairQueue
+from serve_app.rendering.autoscaling import (
+    CPU_BUNDLE,
+    AutoscalerView,
+    DemandCaps,
+    DemandPublisher,
+    ElasticCluster,
+    ResourceDemand,
+    bundle,
+)
+from serve_app.rendering.scheduling import FairQueue, SegmentScheduler
+from tests.harness import REPO
 
 
 def drain(queue: FairQueue) -> list:
@@ -101,3 +113,49 @@ def test_the_minimum_segment_length_wins_over_the_cap():
     assert len(segments) == 5 and all(s.end_s - s.start_s >= 2.0 for s in segments)
     sparse = source(60, 30.0, 30.0)  # keyframes at 0 and 30 s only: cuts can only fall there
     assert [s.frame_count for s in plan_segments(sparse, 1, max_frames=300)] == [900, 900]
+
+
+GPU_BUNDLE = bundle({"CPU": 1, "GPU": 0.5})
+
+
+def wanted(**tasks: int) -> dict:
+    return {principal: Counter({CPU_BUNDLE: count}) for principal, count in tasks.items()}
+
+
+def test_one_principals_flood_asks_for_no_more_than_its_cap():
+    demand = ResourceDemand.of(wanted(alice=20), DemandCaps(principal_cpus=4, cluster_cpus=64))
+    assert demand.bundles == (CPU_BUNDLE,) * 4 and demand.cpus == 4
+    assert demand.request() == [{"CPU": 1.0}] * 4  # as request_resources(bundles=...) takes it
+
+
+def test_the_cluster_cap_is_shared_in_turn_not_taken_by_whoever_queued_most():
+    demand = ResourceDemand.of(wanted(alice=20, bob=2, carol=1), DemandCaps(principal_cpus=0, cluster_cpus=8))
+    assert demand.cpus == 8  # alice gets what bob and carol leave: 5, bob 2, carol 1
+    uncapped = ResourceDemand.of(wanted(alice=3, bob=2), DemandCaps(principal_cpus=0, cluster_cpus=64))
+    assert uncapped.cpus == 5
+    assert ResourceDemand.of({}, DemandCaps(0, 64)) == ResourceDemand()  # drained: the request withdrawn ([])
+
+
+def test_gpu_shares_travel_in_the_bundles_and_count_their_cpu():
+    demand = ResourceDemand.of({"alice": Counter({GPU_BUNDLE: 3})}, DemandCaps(principal_cpus=2, cluster_cpus=64))
+    assert demand.request() == [{"CPU": 1.0, "GPU": 0.5}] * 2
+
+
+def test_the_shipped_cluster_config_is_read_as_the_autoscaler_reads_it():
+    view = AutoscalerView.from_cluster_config(str(REPO / "cluster.yaml"))
+    assert {t.name for t in view.node_types} == {"cpu_worker", "gpu_worker"}  # the head is not a worker type
+    assert view.offers_gpu
+    assert view.max_cpus == 8 * 16  # max_workers 8 of the 16-CPU types, whichever come
+
+
+def test_a_render_is_planned_for_the_cpus_the_cluster_can_grow_to_within_the_caps():
+    view = AutoscalerView.from_cluster_config(str(REPO / "cluster.yaml"))
+    fixed = SegmentScheduler(capacity=lambda: 2)
+    assert fixed.plan_width("alice") == 2  # a fixed cluster: the CPUs up now
+    elastic = SegmentScheduler(capacity=lambda: 2, elastic=ElasticCluster(view, DemandCaps(0, 24), DemandPublisher()))
+    assert elastic.plan_width("alice") == 24
+    capped = SegmentScheduler(capacity=lambda: 2, elastic=ElasticCluster(view, DemandCaps(6, 24), DemandPublisher()))
+    assert capped.plan_width("alice") == 6
+    assert ElasticCluster.of(None, 0, 0) is None  # no autoscaling config: a fixed cluster, no demand
+    assert ElasticCluster.of(str(REPO / "cluster.yaml"), 4, 0).caps == DemandCaps(4, 128)
+    assert ElasticCluster.of(str(REPO / "cluster.yaml"), 0, 1000).caps.cluster_cpus == 128  # never past the max

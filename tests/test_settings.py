@@ -47,6 +47,12 @@ DOCUMENTED = {
     "VIDFORGE_NAMESPACE": ("namespace", "vidforge", "vf-test"),
     "VIDFORGE_RENDER_WORKERS": ("render_workers", 0, 3),
     "VIDFORGE_SEGMENT_MAX_MEGAPIXELS": ("segment_max_megapixels", 2500, 100),
+    "VIDFORGE_AUTOSCALING_CONFIG": ("autoscaling_config", None, "/home/ray/ray_bootstrap_config.yaml"),
+    "VIDFORGE_MAX_PRINCIPAL_CPUS": ("max_principal_cpus", 0, 16),
+    "VIDFORGE_MAX_CLUSTER_CPUS": ("max_cluster_cpus", 0, 64),
+    "VIDFORGE_GPU": ("gpu", "auto", "require"),
+    "VIDFORGE_GPU_WAIT_S": ("gpu_wait_s", 120.0, 30.0),
+    "VIDFORGE_SHIP_STORAGE_CREDENTIALS": ("ship_storage_credentials", False, True),
     "VIDFORGE_REPLICAS": ("replicas", 1, 2),
     "VIDFORGE_MAX_ONGOING_REQUESTS": ("max_ongoing_requests", 256, 16),
     "VIDFORGE_MAX_QUEUED_REQUESTS": ("max_queued_requests", 256, 16),
@@ -61,6 +67,13 @@ DOCUMENTED = {
     "VIDFORGE_ALLOWED_ORIGINS": ("allowed_origins", "", "https://a.example"),
     "VIDFORGE_ALLOWED_HOSTS": ("allowed_hosts", "", "vf.internal"),
     "VIDFORGE_IDEMPOTENCY_TTL_S": ("idempotency_ttl_s", 86_400, 600),
+    "VIDFORGE_REVIEW_KEY": ("review_key", None, "k" * 32),
+    "VIDFORGE_REVIEW_LINK_TTL_S": ("review_link_ttl_s", 86_400.0, 3600.0),
+    "VIDFORGE_REVIEW_FORM_MAX_BYTES": ("review_form_max_bytes", 16_384, 4096),
+    "VIDFORGE_METRICS": ("metrics", True, False),
+    "VIDFORGE_METRICS_MAX_PRINCIPALS": ("metrics_max_principals", 20, 3),
+    "VIDFORGE_METRICS_EXPORT_PORT": ("metrics_export_port", None, 9100),
+    "VIDFORGE_LOG_FORMAT": ("log_format", None, "text"),
 }
 
 
@@ -146,3 +159,40 @@ def test_the_wire_states_the_configured_durations(clean_env):
     for configured in ("1.5 minutes", "2 days", "2-day retention", "2h ttlMs", "within 10min return"):
         assert configured in text
     assert "${" not in text
+
+
+def test_the_gpu_policy_is_one_of_three(clean_env):
+    clean_env.setenv("VIDFORGE_GPU", "always")
+    with pytest.raises(ValueError, match="auto"):
+        Config()
+
+
+def test_only_the_bucket_location_travels_with_the_job_unless_credentials_are_shipped(clean_env):
+    from serve_app.launch.job_env import job_runtime_env
+
+    environ = {"AWS_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s", "HOME": "/root"}
+    assert job_runtime_env(Config(), environ) is None  # media on the data dir: nothing travels (a single node)
+    bucket = Config(storage_url="s3://media/vf")
+    assert job_runtime_env(bucket, environ) == {"env_vars": {"AWS_REGION": "us-west-2"}}
+    shipped = Config(storage_url="s3://media/vf", ship_storage_credentials=True)
+    assert job_runtime_env(shipped, environ) == {
+        "env_vars": {"AWS_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s"}
+    }
+
+
+@pytest.mark.parametrize(("value", "enabled"), [("off", False), ("on", True), ("0", False)])
+def test_metrics_turn_off_with_off(clean_env, value, enabled):
+    clean_env.setenv("VIDFORGE_METRICS", value)
+    assert Config().metrics is enabled
+
+
+def test_the_log_format_follows_the_terminal_unless_set(clean_env):
+    clean_env.setattr("sys.stderr.isatty", lambda: True)
+    assert Config.from_env().log_format == "text"
+    clean_env.setattr("sys.stderr.isatty", lambda: False)
+    assert Config.from_env().log_format == "json"  # Ray's workers and every server under a supervisor
+    clean_env.setenv("VIDFORGE_LOG_FORMAT", "text")
+    assert Config.from_env().log_format == "text"
+    clean_env.setenv("VIDFORGE_LOG_FORMAT", "xml")
+    with pytest.raises(ValueError, match="json"):
+        Config()

@@ -363,9 +363,8 @@ def short_server(tmp_path_factory):
         "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": "1000",
         "VIDFORGE_MAX_ASSET_BYTES": "3000000",
     }
-    proc = ServerProcess(tmp_path_factory.mktemp("short") / "data", env=env, tokens=TOKENS).start()
-    yield proc
-    proc.stop()
+    with ServerProcess(tmp_path_factory.mktemp("short") / "data", env=env, tokens=TOKENS) as proc:
+        yield proc
 
 
 def test_approval_timeout_quota_and_task_expiry(short_server, media):

@@ -25,6 +25,7 @@ from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from serve_app.config import Config
 from serve_app.ingress.refusals import MCP_PATH, refusal
+from serve_app.observability.catalog import REFUSALS
 
 LISTEN_METHOD = "subscriptions/listen"
 
@@ -139,6 +140,7 @@ class AdmissionGuard:
         cap = self.caps[kind]
         lease = await self.admission.acquire(scope["user"].identity, kind, cap.limit)
         if lease is None:
+            REFUSALS.inc(limit="concurrency")
             headers = {"Retry-After": str(self.retry_after_s)}
             await refusal(scope, 429, self.limit_error(cap), headers)(scope, receive, send)
             return

@@ -1,9 +1,13 @@
 """The Starlette application each ingress replica serves (serve_app/ingress/front.py): `/mcp`, `/assets`, `/artifacts`,
-`/healthz`, and in OAuth mode the RFC 9728 metadata under `/.well-known/oauth-protected-resource`.
+`/healthz`, `/readyz`, the watermark review page under `/review`, and in OAuth mode the RFC 9728 metadata under
+`/.well-known/oauth-protected-resource`.
 
 Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickled), from a
 `RenderService` and the operator `Config`. The metadata routes sit outside the authenticated mount: a
-client reads them precisely because it has no token yet (MCP authorization: resource metadata discovery).
+client reads them precisely because it has no token yet (MCP authorization: resource metadata discovery). So do
+the review routes: a person opens them in a browser that holds no bearer token, and the signed capability in the
+link is their credential (serve_app/ingress/review/). And `/readyz`, which an orchestrator's probe asks without a
+token (serve_app/ingress/readiness.py).
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
 from serve_app.ingress.http_files import ArtifactDownload, AssetUpload
 from serve_app.ingress.oauth import protected_resource_routes
 from serve_app.ingress.origin import OriginGuard, OriginPolicy
+from serve_app.ingress.readiness import Readiness
+from serve_app.ingress.request_context import RequestContext
 from serve_app.ingress.request_slots import RequestSlots
+from serve_app.ingress.review.routes import review_routes
+from serve_app.observability.catalog import REFUSALS
 
 if TYPE_CHECKING:
     from serve_app.ingress.ray_render_service import RayRenderService
@@ -51,16 +59,25 @@ def build_app(
             yield
 
     protected = [
-        Route("/mcp", McpEndpoint(manager, config.max_mcp_body_bytes)),
+        Route("/mcp", McpEndpoint(manager, config.max_mcp_body_bytes, lambda: REFUSALS.inc(limit="body_size"))),
         Route("/assets", AssetUpload(service), methods=["POST"]),
         Route("/artifacts/{render_id}/final.{ext}", ArtifactDownload(service), methods=["GET", "HEAD"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
-    # Admission after authentication: its caps are per principal.
-    guards = [authentication(config, tokens), Middleware(AdmissionGuard, admission=admission, config=config)]
+    # After authentication (both need the principal): the log context and request timing, then admission (per principal).
+    guards = [
+        authentication(config, tokens),
+        Middleware(RequestContext),
+        Middleware(AdmissionGuard, admission=admission, config=config),
+    ]
     authenticated = Mount("", routes=protected, middleware=guards)
     return Starlette(
-        routes=[*protected_resource_routes(config), authenticated],
+        routes=[
+            *protected_resource_routes(config),
+            *review_routes(config, service),
+            Route("/readyz", Readiness(service.registry, service.assets.media), methods=["GET"]),
+            authenticated,
+        ],
         # The replica's request bound first, then Origin/Host on every route (the SDK's own check covers only /mcp,
         # and only when asked).
         middleware=[

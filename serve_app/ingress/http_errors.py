@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from mcp_protocol import errors
+from serve_app.ingress.refusals import error_response
 
 ROUTES = "POST /mcp, POST /assets, GET /artifacts/{render_id}/final.{ext}"
 
@@ -21,7 +22,7 @@ def http_error(request: Request, exc: Exception) -> JSONResponse:
         error = errors.method_not_allowed(request.method, request.url.path, ROUTES)
     else:
         error = errors.route_not_found(ROUTES)
-    return JSONResponse({"error": error.envelope()}, status_code=exc.status_code, headers=exc.headers)
+    return error_response(exc.status_code, error, dict(exc.headers or {}))
 
 
 EXCEPTION_HANDLERS = {HTTPException: http_error}

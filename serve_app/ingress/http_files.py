@@ -7,7 +7,6 @@ directory or a bucket), never whole in memory.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,15 +18,40 @@ from werkzeug.http import parse_range_header
 
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
-from media_store import MediaStore
+from media_store import MediaStore, is_storage_fault
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import OverLimit
 from serve_app.ingress.refusals import error_response
 from serve_app.media.assets import Asset, AssetQuotaExceeded, AssetTooLarge
 from serve_app.media.disk_full import is_disk_full
 from serve_app.media.media_limits import media_refusal
+from serve_app.observability.catalog import REFUSALS
 
-logger = logging.getLogger(__name__)
+STORAGE_RETRY_AFTER_S = 10  # a hint: a bucket or endpoint that stopped answering is often back within seconds
+
+
+def storage_unavailable() -> VidforgeError:
+    """The media store did not answer (unreachable, credentials refused, bucket gone): temporary, in the envelope."""
+    return errors.internal_error(
+        "vidforge could not reach its media storage; try again shortly.",
+        None,
+        "The media store did not answer; details are in the server log under this request_id.",
+        STORAGE_RETRY_AFTER_S * 1000,
+    )
+
+
+def storage_refusal(exc: Exception) -> JSONResponse:
+    """A failing store as the file routes answer it: 507 for a full disk, 503 otherwise (`temporary`, with
+    Retry-After). Anything that is not the store's fault is raised again."""
+    if is_disk_full(exc):
+        error = errors.storage_full(None)
+        error.report(cause=exc)
+        return error_response(507, error, {"Retry-After": str(errors.DISK_FULL_RETRY_AFTER_MS // 1000)})
+    if not is_storage_fault(exc):
+        raise exc
+    error = storage_unavailable()
+    error.report(cause=exc)
+    return error_response(503, error, {"Retry-After": str(STORAGE_RETRY_AFTER_S)})
 
 
 @dataclass(frozen=True)
@@ -48,7 +72,8 @@ class ArtifactFile:
 
 
 class FileService(Protocol):
-    """What the file routes need of the service (serve_app.ingress.ray_render_service.RayRenderService implements it)."""
+    """What the file routes need of the service (serve_app.ingress.ray_render_service.RayRenderService implements
+    it)."""
 
     upload_limits: UploadLimits
 
@@ -70,6 +95,7 @@ class AssetUpload:
         limits = self.files.upload_limits
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limits.max_bytes:
+            REFUSALS.inc(limit="body_size")
             await error_response(413, errors.asset_too_large(limits.max_bytes))(scope, receive, send)
             return
         try:
@@ -77,17 +103,17 @@ class AssetUpload:
                 request.stream(), request.user.identity, request.query_params.get("filename", "upload")
             )
         except AssetTooLarge:
+            REFUSALS.inc(limit="body_size")
             response = error_response(413, errors.asset_too_large(limits.max_bytes))
         except AssetQuotaExceeded as exc:
+            REFUSALS.inc(limit="quota")
             response = error_response(413, errors.asset_quota_exceeded(exc.used, exc.limit, limits.retention_s))
-        except OSError as exc:
-            if not is_disk_full(exc):
-                raise
-            logger.error("upload refused: storage full", exc_info=exc)
-            error = errors.storage_full(None)
-            response = error_response(507, error, {"Retry-After": str(errors.DISK_FULL_RETRY_AFTER_MS // 1000)})
         except UnsupportedMedia as exc:  # 415 unreadable; 422 readable but past a limit (media_limit_exceeded)
-            response = error_response(422 if isinstance(exc, OverLimit) else 415, media_refusal("body", exc))
+            refused = media_refusal("body", exc)
+            refused.report(cause=exc)
+            response = error_response(422 if isinstance(exc, OverLimit) else 415, refused)
+        except Exception as exc:  # noqa: BLE001 - a full or unreachable store is refused; any other fault re-raised
+            response = storage_refusal(exc)
         else:
             response = JSONResponse({"uri": asset.uri, "kind": asset.kind, "size_bytes": asset.size_bytes}, 201)
         await response(scope, receive, send)
@@ -108,6 +134,9 @@ class ArtifactDownload:
             artifact = await self.files.artifact_file(request.user.identity, render_id, ext)
         except VidforgeError as error:
             await error_response(404, error)(scope, receive, send)
+            return
+        except Exception as exc:  # noqa: BLE001 - an unreachable store is refused; any other fault re-raised
+            await storage_refusal(exc)(scope, receive, send)
             return
         await _ranged(artifact, request.headers.get("range"), request.method == "HEAD")(scope, receive, send)
 

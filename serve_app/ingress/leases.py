@@ -5,7 +5,8 @@ Per-principal caps on listen streams, uploads and downloads must hold however ma
 replicas. So every replica asks this actor for a lease before serving such a request and returns it when the
 request ends. Leases must never leak:
 
-- a request that ends (completion, client disconnect, error) releases its lease — see `serve_app/ingress/admission.py`;
+- a request that ends (completion, client disconnect, error) releases its lease — see
+  `serve_app/ingress/admission.py`;
 - a replica that dies cannot release anything: each replica (a *holder*) sends a heartbeat listing the leases
   it holds every `ttl_s / 3`; a holder silent for `ttl_s` loses all its leases;
 - this actor restarting loses its table: the first heartbeat of each holder after a restart re-adopts what

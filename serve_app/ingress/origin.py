@@ -12,6 +12,11 @@ no credentials configured the page would act as the local principal — upload a
   to names it cannot know, so there `Host` is checked only once the operator lists `VIDFORGE_ALLOWED_HOSTS`
   (such a bind always has credentials, the other defence against rebinding).
 
+One exception: `Origin: null` (an opaque origin) passes on the review page's paths (serve_app/ingress/review/). A
+browser sends it for the page's own form POST, the page being served with `Referrer-Policy: no-referrer`; there the
+link's capability, not the caller's origin, is the credential, and the page itself refuses a POST whose `Referer`
+names another site.
+
 Both run before authentication and routing, so `/mcp`, `/assets`, `/artifacts/…`, `/healthz` and the OAuth
 metadata are covered alike; a refusal is 403 with the contract's envelope on the route's carrier.
 """
@@ -28,25 +33,16 @@ from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from serve_app.config import LOOPBACK_HOSTS, Config
 from serve_app.ingress.refusals import refusal
+from serve_app.ingress.review.links import REVIEW_PATH
+from serve_app.ingress.web_origin import DEFAULT_PORTS, WebOrigin, origin_key
+from serve_app.observability.catalog import REFUSALS
 
 WILDCARD_BINDS = ("0.0.0.0", "::")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+OPAQUE_ORIGIN = "null"
 
 
 def _split_list(raw: str) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-def _origin_key(origin: str) -> tuple[str, str, int | None] | None:
-    """(scheme, host, port) of an origin or URL, the port made explicit; None when it is not one."""
-    try:
-        parts = urlsplit(origin.strip())
-        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
-    except ValueError:
-        return None
-    if not parts.scheme or not parts.hostname:
-        return None
-    return parts.scheme.lower(), parts.hostname.lower(), port
 
 
 def _host_name(host: str) -> str | None:
@@ -61,14 +57,14 @@ def _host_name(host: str) -> str | None:
 class OriginPolicy:
     """Which `Origin` and `Host` values this server answers to (see the module docstring)."""
 
-    origins: frozenset[tuple[str, str, int | None]]
+    origins: frozenset[WebOrigin]
     any_port_hosts: frozenset[str]  # origins on these hosts match at any port (loopback binds)
     hosts: frozenset[str] | None  # None: Host is not checked (wildcard bind, no VIDFORGE_ALLOWED_HOSTS)
 
     @classmethod
     def from_config(cls, config: Config) -> OriginPolicy:
         named = [config.public_base_url, *_split_list(config.allowed_origins)]
-        origins = {key for key in map(_origin_key, named) if key is not None}
+        origins = {key for key in map(origin_key, named) if key is not None}
         hosts = {h.lower() for h in _split_list(config.allowed_hosts)}
         if config.public_url:
             hosts.add(urlsplit(config.public_url).hostname or "")
@@ -85,10 +81,10 @@ class OriginPolicy:
         )
 
     def origin_allowed(self, origin: str) -> bool:
-        key = _origin_key(origin)
+        key = origin_key(origin)
         if key is None:
             return False
-        return key in self.origins or (key[0] in _DEFAULT_PORTS and key[1] in self.any_port_hosts)
+        return key in self.origins or (key[0] in DEFAULT_PORTS and key[1] in self.any_port_hosts)
 
     def host_allowed(self, host: str) -> bool:
         return self.hosts is None or _host_name(host) in self.hosts
@@ -103,15 +99,17 @@ class OriginGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            error = self.check(Headers(scope=scope))
+            error = self.check(Headers(scope=scope), scope["path"])
             if error is not None:
+                REFUSALS.inc(limit="origin")
                 await refusal(scope, 403, error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def check(self, headers: Headers) -> VidforgeError | None:
+    def check(self, headers: Headers, path: str = "") -> VidforgeError | None:
         origin, host = headers.get("origin"), headers.get("host")
-        if origin is not None and not self.policy.origin_allowed(origin):
+        opaque_on_review = origin == OPAQUE_ORIGIN and path.startswith(REVIEW_PATH + "/")
+        if origin is not None and not opaque_on_review and not self.policy.origin_allowed(origin):
             return errors.origin_not_allowed()
         if host is not None and not self.policy.host_allowed(host):
             return errors.host_not_allowed()

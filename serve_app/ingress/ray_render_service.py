@@ -1,4 +1,4 @@
-"""`RenderService` over Ray: what a Serve replica calls for every MCP and HTTP request.
+"""`RenderService` over Ray: what a Serve replica calls for every MCP and HTTP request (the review page's included).
 
 Stateless: task state lives in the TaskRegistry actor, rendering in the RenderSupervisor actor, bytes in
 the media store (the data dir, or a bucket). Any replica can answer any request. Record reads go through the
@@ -17,14 +17,20 @@ from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
 from mcp_protocol.envelope import VidforgeError
-from media_store.artifacts import final_key, preview_key
+from media_store import is_storage_fault
+from media_store.artifacts import final_key, preview_key, source_frame_key
+from render_kernels import SourceInfo, output_size
 from render_kernels.probe import OverLimit
 from serve_app.config import Config
 from serve_app.handles import registry_handle
-from serve_app.ingress.http_files import ArtifactFile, UploadLimits
+from serve_app.ingress.http_files import ArtifactFile, UploadLimits, storage_unavailable
 from serve_app.ingress.record_mirror import RayRegistryFeed, RecordMirror
+from serve_app.ingress.review.links import ReviewLinks
+from serve_app.ingress.review.pages import ReviewedRender
+from serve_app.ingress.review.routes import ReviewImage
 from serve_app.media.assets import Asset, AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal
+from serve_app.observability.catalog import REFUSALS
 from serve_app.rendering.supervisor import supervisor_handle
 
 
@@ -36,6 +42,7 @@ class RayRenderService:
         self.registry = registry_handle(config)
         self.records = RecordMirror(RayRegistryFeed(self.registry), config.record_mirror_size)
         self.supervisor = supervisor_handle(config)
+        self.review_links = ReviewLinks(config)
 
     def _check_assets(self, principal: str, request: RenderRequest) -> None:
         """Refuse before a task exists: unknown/foreign assets, wrong media kinds and media over a limit (from
@@ -74,6 +81,7 @@ class RayRenderService:
         except IdempotencyConflict as exc:
             raise errors.idempotency_conflict(exc.task_id) from None
         except QuotaExceeded as exc:
+            REFUSALS.inc(limit="quota")
             raise errors.render_quota_exceeded(request, exc.active, exc.limit, exc.retry_after_ms) from None
         self.records.forget(rec.task_id)
         if not rec.status.terminal:
@@ -121,16 +129,56 @@ class RayRenderService:
             raise errors.resource_too_large(render_id, artifact.size_bytes, limit, url)
         return artifact, await self._read(final_key(render_id, ext), render_id)
 
+    def review_url(self, rec: TaskRecord) -> str | None:
+        return self.review_links.url(rec)
+
     async def read_preview(self, principal: str, render_id: str) -> bytes:
         if await self.records.get(principal, render_id) is None:
             raise self.artifact_missing(render_id)
         return await self._read(preview_key(render_id), render_id)
 
     async def _read(self, key: str, render_id: str) -> bytes:
+        """The object's bytes; resource_not_found when there is none, and a store that does not answer as the
+        contract's temporary error (MCP answers it in the envelope, never as a bare fault)."""
         try:
             return await anyio.to_thread.run_sync(self.assets.media.get_bytes, key)
         except FileNotFoundError:
             raise self.artifact_missing(render_id) from None
+        except Exception as exc:
+            if not is_storage_fault(exc):
+                raise
+            error = storage_unavailable()
+            error.report(cause=exc)  # the one line of its request_id, with the store's own exception
+            raise error from exc
+
+    # -- serve_app.ingress.review.routes.ReviewBackend ----------------------------------------------------------
+
+    async def review_render(self, task_id: str) -> ReviewedRender | None:
+        rec = await self.registry.get_any.remote(task_id)
+        if rec is None:
+            return None
+        facts = await anyio.to_thread.run_sync(self._source_facts, rec)
+        if facts is None:
+            return ReviewedRender(rec, None, None)
+        return ReviewedRender(rec, facts.duration_s, output_size(*facts.display_size(), rec.request.resolution))
+
+    def _source_facts(self, rec: TaskRecord) -> SourceInfo | None:
+        """What the source's upload parse found (None once the asset is gone, or for one stored without its facts)."""
+        try:
+            source = self.assets.resolve(rec.request.source_asset_uri, rec.principal, "source_asset_uri")
+        except VidforgeError:
+            return None
+        return self.assets.source_info(source)
+
+    async def review_decide(self, rec: TaskRecord, approved: bool, note: str | None) -> ApprovalAnswer:
+        return await self.answer_approval(rec.principal, rec.task_id, approved, note)
+
+    async def review_image(self, task_id: str, which: ReviewImage) -> bytes | None:
+        key = preview_key(task_id) if which is ReviewImage.PREVIEW else source_frame_key(task_id)
+        try:
+            return await anyio.to_thread.run_sync(self.assets.media.get_bytes, key)
+        except FileNotFoundError:
+            return None
 
     # -- serve_app.ingress.http_files.FileService ---------------------------------------------------------------
 

@@ -2,28 +2,38 @@
 
 The file routes answer `{"error": <envelope>}`; `/mcp` answers a JSON-RPC error whose `data` is the envelope
 (`code`/`message` renamed, contract §3.6), so an MCP client parses a refusal the same way as any other error.
-Middleware that refuses before routing (Origin/Host, admission caps) picks the carrier from the path.
+Middleware that refuses before routing (Origin/Host, admission caps) picks the carrier from the path; on the review
+page's paths, which people open in a browser, the carrier is an HTML page.
 """
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from mcp_protocol.envelope import VidforgeError, jsonrpc_error_data
 from mcp_protocol.http import jsonrpc_error
+from serve_app.ingress.review.links import REVIEW_PATH
+from serve_app.ingress.review.pages import refused_page
 
 MCP_PATH = "/mcp"
 
 
 def error_response(status: int, error: VidforgeError, headers: dict[str, str] | None = None) -> JSONResponse:
     """The file-route carrier: `{"error": <envelope>}`."""
+    error.report()
     return JSONResponse({"error": error.envelope()}, status_code=status, headers=headers)
 
 
-def refusal(scope: Scope, status: int, error: VidforgeError, headers: dict[str, str] | None = None) -> JSONResponse:
-    """`error` on the carrier of the requested route (a JSON-RPC error without `id` on `/mcp`)."""
-    if scope.get("path") == MCP_PATH:
+def refusal(scope: Scope, status: int, error: VidforgeError, headers: dict[str, str] | None = None) -> Response:
+    """`error` on the carrier of the requested route (a JSON-RPC error without `id` on `/mcp`, a page on `/review`)."""
+    path = scope.get("path", "")
+    if path.startswith(REVIEW_PATH + "/"):
+        error.report()
+        response = refused_page(status, error.message, f"{error.code}: {error.reason}")
+        response.headers.update(headers or {})
+        return response
+    if path == MCP_PATH:
         body = jsonrpc_error(error.jsonrpc_code, error.message, jsonrpc_error_data(error))
         return JSONResponse(body, status_code=status, headers=headers)
     return error_response(status, error, headers)

@@ -16,6 +16,7 @@ from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from serve_app.config import Config
 from serve_app.ingress.refusals import refusal
+from serve_app.observability.catalog import REFUSALS
 
 
 class RequestSlots:
@@ -34,6 +35,7 @@ class RequestSlots:
             await self.app(scope, receive, send)
             return
         if self._slots.value == 0 and self._waiting >= self.max_queued:
+            REFUSALS.inc(limit="busy")
             headers = {"Retry-After": str(self.retry_after_s)}
             await refusal(scope, 503, self.busy_error(), headers)(scope, receive, send)
             return

@@ -10,11 +10,13 @@ import threading
 
 from serve_app.config import Config
 from serve_app.ingress.auth import LOCAL_PRINCIPAL
+from serve_app.observability.process import observe_process
 
 
 def _serve(args: argparse.Namespace) -> int:
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
-    from serve_app.launch.startup import SETTINGS_ERRORS, check_settings, start_backend
+    observe_process(config)
+    from serve_app.launch.startup import SETTINGS_ERRORS, check_media_from_worker, check_settings, start_backend
 
     try:
         media = check_settings(config)
@@ -27,11 +29,26 @@ def _serve(args: argparse.Namespace) -> int:
     import ray
 
     from serve_app.launch.deployment import deploy
+    from serve_app.launch.job_env import job_runtime_env
     from serve_app.launch.ray_env import apply_ray_env_defaults
 
     apply_ray_env_defaults()  # before ray.init: an embedded cluster's processes inherit this environment
-    ray.init(address=config.ray_address, namespace=config.namespace, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        address=config.ray_address,
+        namespace=config.namespace,
+        include_dashboard=False,
+        log_to_driver=False,
+        # The embedded node's Prometheus endpoint; a joined cluster's nodes have their own (`ray start`).
+        _metrics_export_port=None if config.ray_address else config.metrics_export_port,
+        runtime_env=job_runtime_env(config),  # what the job's workers on every node need (serve_app.launch.job_env)
+    )
     print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
+    try:
+        check_media_from_worker(media)
+    except SETTINGS_ERRORS as exc:
+        print(f"vidforge: {exc}", file=sys.stderr, flush=True)
+        ray.shutdown()
+        return 2
     print(f"vidforge: media in {media.description}; registry state in {config.state_dir}", flush=True)
     removed = start_backend(config, media)
     if any(removed.values()):
@@ -42,6 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     deploy(config)
+    print(f"vidforge metrics: {metrics_endpoints() if config.metrics else 'off (VIDFORGE_METRICS)'}", flush=True)
     print(f"vidforge MCP endpoint: http://{config.host}:{config.port}/mcp", flush=True)
     if config.oauth_issuer:
         print(f"vidforge OAuth resource: {config.resource} (issuer {config.oauth_issuer})", flush=True)
@@ -52,6 +70,18 @@ def _serve(args: argparse.Namespace) -> int:
     serve.shutdown()
     ray.shutdown()
     return 0
+
+
+def metrics_endpoints() -> str:
+    """Where Prometheus scrapes vidforge: the endpoint of every Ray node (vidforge's series are `ray_vidforge_*`)."""
+    import ray
+
+    urls = [
+        f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics"
+        for node in ray.nodes()
+        if node["Alive"]
+    ]
+    return " ".join(urls) + " (Prometheus, each Ray node's; vidforge's series are ray_vidforge_*)"
 
 
 def _assets_add(args: argparse.Namespace) -> int:

@@ -31,7 +31,9 @@ from serve_app.ingress.auth import load_tokens
 from serve_app.ingress.front import HttpFront
 from serve_app.ingress.leases import ledger_handle
 from serve_app.ingress.ray_render_service import RayRenderService
-from serve_app.launch.startup import check_settings, start_backend
+from serve_app.launch.review_key import with_review_key
+from serve_app.launch.startup import check_media_from_worker, check_settings, start_backend
+from serve_app.observability.process import observe_process
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ APP_NAME = "vidforge"
 class McpIngress:
     async def __init__(self, config_json: str) -> None:  # type: ignore[misc]  # Serve awaits an async constructor
         config = Config.from_json(config_json)
+        observe_process(config)
         # Built here, inside the replica: the SDK's app holds an AES-GCM key and cannot be pickled.
         tokens = load_tokens(config.tokens_file)
         admission = Admission(ledger_handle(config.namespace, config.lease_ttl_s), config.lease_ttl_s)
@@ -63,7 +66,9 @@ class McpIngress:
 
 
 def ingress(config: Config) -> Application:
-    return McpIngress.options(num_replicas=config.replicas).bind(config.to_json())  # type: ignore[attr-defined]
+    """The replicas, each handed the settings with the review-link key (read, or created, on this head node)."""
+    settings = with_review_key(config).to_json()
+    return McpIngress.options(num_replicas=config.replicas).bind(settings)  # type: ignore[attr-defined]
 
 
 def deploy(config: Config) -> None:
@@ -91,7 +96,9 @@ def app(args: Mapping[str, object]) -> Application:
     with the reason."""
     settings = AppArgs.model_validate(dict(args))
     config = Config.from_env(host=settings.host, port=settings.port, data_dir=settings.data_dir)
-    removed = start_backend(config, check_settings(config))
+    media = check_settings(config)
+    check_media_from_worker(media)
+    removed = start_backend(config, media)
     if any(removed.values()):
         logger.warning("vidforge: removed crash leftovers: %s", removed)
     return ingress(config)

@@ -1,8 +1,9 @@
 """Starting vidforge on a Ray cluster, one way for both entry points: `vidforge serve` (serve_app.launch.cli) and the
 Serve application builder that `serve deploy` and a KubeRay RayService call (serve_app.launch.deployment:app).
 
-First the settings that must not start are refused (`check_settings`), then, on the connected cluster, the
-cluster's singletons come up (`start_backend`). Both are safe to repeat: the registry and the supervisor are
+First the settings that must not start are refused (`check_settings`), then, on the connected cluster, a bucket
+must answer a Ray worker (`check_media_from_worker`: what the ingress replicas and the render tasks will see, not
+only this process), then the cluster's singletons come up (`start_backend`). Both are safe to repeat: the registry and the supervisor are
 found when they already run, so a redeploy of the Serve config changes only the ingress.
 """
 
@@ -19,7 +20,15 @@ from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_toke
 from serve_app.ingress.oauth import OAuthConfigError, check_oauth_settings
 from serve_app.rendering.supervisor import supervisor_handle
 
-SETTINGS_ERRORS = (TokenFileError, OAuthConfigError, StorageUrlError)
+MEDIA_CHECK_TIMEOUT_S = 60.0  # a bucket client retries for a while before it gives up; a worker may be starting
+MEDIA_CHECK_KEY = ".vidforge-check"  # written and deleted again: the store reads and writes
+
+
+class MediaUnreachable(Exception):
+    """The media store does not answer from a Ray worker; the message names the store and what failed."""
+
+
+SETTINGS_ERRORS = (TokenFileError, OAuthConfigError, StorageUrlError, MediaUnreachable)
 
 
 def check_settings(config: Config) -> MediaStore:
@@ -29,6 +38,36 @@ def check_settings(config: Config) -> MediaStore:
     if config.oauth_issuer:
         check_oauth_settings(config.oauth_issuer, config.public_url)
     return media_store(config)
+
+
+def _store_answers(media: MediaStore) -> None:
+    media.put_bytes(MEDIA_CHECK_KEY, b"ok")
+    media.delete([MEDIA_CHECK_KEY])
+
+
+# No CPU: it runs on this node (the head, where the ingress replicas and the registry live) while every CPU is busy.
+_store_answers_task = ray.remote(num_cpus=0, max_retries=0)(_store_answers)
+
+
+def check_media_from_worker(media: MediaStore) -> None:
+    """Write and delete a key of a bucket from a Ray worker process, with the job's environment (credentials shipped
+    or the node's own): MediaUnreachable, one line naming what failed, when it does not answer. A store on this
+    node's disk is not checked (this process made its folders, and every process here sees them)."""
+    if media.node_local:
+        return
+    try:
+        ray.get(_store_answers_task.remote(media), timeout=MEDIA_CHECK_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError:
+        raise MediaUnreachable(
+            f"the media store ({media.description}) did not answer a Ray worker within {MEDIA_CHECK_TIMEOUT_S:g} s"
+        ) from None
+    except ray.exceptions.RayTaskError as err:
+        cause = err.cause if err.cause is not None else err
+        first_line = (str(cause).strip().splitlines() or [""])[0][:300]
+        raise MediaUnreachable(
+            f"the media store ({media.description}) does not answer a Ray worker: {type(cause).__name__}: {first_line}"
+            " (AWS_* credentials: on every node, or VIDFORGE_SHIP_STORAGE_CREDENTIALS=true)"
+        ) from None
 
 
 def start_backend(config: Config, media: MediaStore) -> dict[str, int]:

@@ -19,7 +19,7 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from serve_app.handles import media_store
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds, inspect_media, parse_isolated
 
+SOURCE_FACTS = frozenset(f.name for f in fields(SourceInfo)) - {"path"}  # what a stored record must hold
 ASSET_URI = re.compile(rf"^vidforge://assets/(?P<id>{ASSET_ID.pattern})$")
 
 
@@ -86,9 +87,12 @@ class AssetStore:
 
     def source_info(self, asset: Asset) -> SourceInfo | None:
         """What the upload's parse found in a video asset (keyframes included), for the file where it is now; None
-        for an asset stored before the whole of it was kept."""
+        for an asset stored before all of today's facts were kept (before the display matrix, pixel aspect and
+        field order were, such a record would render a phone video sideways): the render probes it again."""
         record = (asset.facts or {}).get("source")
-        return source_from_record(record, self.media_of(asset)) if record is not None else None
+        if record is None or not SOURCE_FACTS <= record.keys():
+            return None
+        return source_from_record(record, self.media_of(asset))
 
     def usage(self, principal: str) -> int:
         """Bytes the principal's stored assets hold: what VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL bounds."""

@@ -7,7 +7,6 @@ meets the problem. Every refusal names the setting and the value.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from mcp_protocol import errors
@@ -15,8 +14,7 @@ from mcp_protocol.envelope import VidforgeError
 from render_kernels import UnsupportedMedia
 from render_kernels.probe import MediaLimits, OverLimit
 from serve_app.config import Config
-
-logger = logging.getLogger(__name__)
+from serve_app.observability.catalog import REFUSALS
 
 # The operator's name for each limit an OverLimit can name (MediaLimits fields, then the parse's own limits).
 SETTINGS = {
@@ -46,15 +44,14 @@ def refusal_reason(exc: UnsupportedMedia) -> str:
 
 
 def media_refusal(field: str, exc: UnsupportedMedia) -> VidforgeError:
-    """The contract error for media that cannot be used: `media_limit_exceeded` past a limit, else
-    `unsupported_codec`. Both are properties of the file (`temporary: false`). The exception itself (its
-    cause, a worker's traceback) goes to the log under the error's request_id, never to the client."""
+    """The contract error for media that cannot be used: `media_limit_exceeded` past a limit (counted as a
+    refusal), else `unsupported_codec`. Both are properties of the file (`temporary: false`). The exception itself
+    (its cause, a worker's traceback) is the caller's to log (`VidforgeError.report(cause=exc)` where the error
+    answers a request), never the client's to see."""
     if isinstance(exc, OverLimit):
-        error = errors.media_limit_exceeded(field, refusal_reason(exc))
-    else:
-        error = errors.unsupported_codec(field, exc.reason)
-    logger.info("request %s: media refused (%s): %s", error.request_id, field, error.reason, exc_info=exc)
-    return error
+        REFUSALS.inc(limit="media")
+        return errors.media_limit_exceeded(field, refusal_reason(exc))
+    return errors.unsupported_codec(field, exc.reason)
 
 
 def check_stored_facts(limits: MediaLimits, facts: dict[str, Any] | None) -> None:

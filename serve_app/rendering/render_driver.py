@@ -54,6 +54,12 @@ Where things run:
   set of parameter sets), and a retried segment must not switch encoder or decoder (its bytes would change).
   Without GPUs nothing is probed: software decoding, and the encoder chosen here. Segment tasks ask for a GPU
   share when either choice is on the GPU (an H100/H200 has NVDEC but no NVENC): they must run where it opens.
+  VIDFORGE_GPU (`job.gpu`) decides whether that is tried: `off` never; `auto` where a GPU node is up, or where the
+  autoscaler offers a GPU node type and one starts within VIDFORGE_GPU_WAIT_S (the codec task, pending for a GPU, is
+  the demand the autoscaler sees), else on CPU nodes; `require` always, waiting for a GPU node as long as the render
+  may run, and then every segment runs on a GPU node, whatever opened there (a GPU's NVENC/NVDEC, or that node's
+  CPUs for what they do not take). On an autoscaling cluster, or where a GPU was considered, the choice and the nodes
+  the segments finished on are reported as the status message's placement note, and logged.
 
 Retries: every task retries up to 3 times on worker death only (`retry_exceptions=False`: a kernel error is
 deterministic, retrying it is wasted work). The kernels are deterministic, so a retried segment produces the
@@ -64,9 +70,11 @@ keeps each segment's high-water mark, so its frames are never counted twice and 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -74,7 +82,7 @@ from typing import Any, Protocol
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from mcp_protocol.progress import MUXING, PROBING, RENDERING, RenderProgress, SpeedMeter
+from mcp_protocol.progress import MUXING, PLACEMENT_PREFIX, PROBING, RENDERING, RenderProgress, SpeedMeter
 from media_store import LocalMediaStore, MediaStore
 from render_kernels import (
     Media,
@@ -87,10 +95,14 @@ from render_kernels import (
     read_source,
     render_preview,
 )
+from render_kernels.decoders import NVDEC_DECODERS
 from render_kernels.probe import MediaLimits
+from render_kernels.spec import FORMAT_ENCODERS
 from serve_app.config import Config
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds, parse_isolated
+from serve_app.observability.catalog import SEGMENT_RETRIES, WORKER_LOSSES
+from serve_app.rendering.autoscaling import CPU_BUNDLE, Bundle, bundle
 from serve_app.rendering.render_tasks import (
     PROGRESS_INTERVAL_S,
     FrameTally,
@@ -102,8 +114,11 @@ from serve_app.rendering.render_tasks import (
 )
 from serve_app.rendering.scheduling import Dispatched, SegmentScheduler
 
+logger = logging.getLogger(__name__)
+
 TASK_OPTIONS: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": False}
 GPU_ENCODERS = frozenset({"h264_nvenc"})
+GPU_ENCODED_FORMATS = frozenset({"mp4", "mov"})  # what h264_nvenc encodes; webm is VP9, on the CPU
 CODEC_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder and a decoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
 FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and preview_path are local paths
@@ -115,6 +130,8 @@ class RenderJob:
     spec: RenderSpec
     out_path: str  # where the video goes, as a key of `media`
     preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
+    # Where the source's first frame goes (a key of `media`), made beside the preview for the review page; None: not made
+    source_frame_path: str | None = None
     workers: int = 0  # segments to aim for; 0: as many as the CPUs nobody else's work waits for
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
@@ -126,6 +143,8 @@ class RenderJob:
     media: MediaStore = FILESYSTEM
     # What the upload's parse found in the source (serve_app.media.assets), for `source_path`; None: probe it first.
     source_info: SourceInfo | None = None
+    gpu: str = Config.model_fields["gpu"].default  # VIDFORGE_GPU: auto, off or require
+    gpu_wait_s: float = Config.model_fields["gpu_wait_s"].default  # with auto: how long to wait for a GPU node
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:
@@ -144,6 +163,15 @@ class RenderHooks(Protocol):
 
 class RenderRejected(Exception):
     """The watermark preview was not approved; nothing was muxed."""
+
+
+class GpuUnavailable(Exception):
+    """VIDFORGE_GPU=require, but the cluster has no GPU node and its autoscaler offers none."""
+
+
+def gpu_path_serves(spec: RenderSpec, info: SourceInfo) -> bool:
+    """Whether a GPU would take part of this render's work: NVENC encodes its output, or NVDEC decodes its source."""
+    return spec.output_format in GPU_ENCODED_FORMATS or info.video_codec in NVDEC_DECODERS
 
 
 # The remote function segment tasks run (`num_returns=2`: summary, segment). A module attribute, so a test
@@ -250,7 +278,7 @@ async def run_render(job: RenderJob, hooks: RenderHooks, pool: RenderPool | None
 @dataclass
 class RenderRun:
     """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe, preview,
-    queue: the wait for the first CPU, approval, segments, audio, mux, total; stages overlap),
+    source_frame, queue: the wait for the first CPU, approval, segments, audio, mux, total; stages overlap),
     `segment_stats` each segment's own timings from the kernel (decode_s, encode_s, wall_s, fps), `audio_stats`
     the audio kernel's (wall_s, samples; empty without audio), and
     `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool)."""
@@ -268,6 +296,8 @@ class RenderRun:
     _tally_open: bool = field(default=False, init=False)  # once the segments are planned
     _frames_reported: int = field(default=0, init=False)
     _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
+    _placement: str | None = field(default=None, init=False)  # where the segments go, once decided; None: not said
+    _segment_nodes: Counter[str] = field(default_factory=Counter, init=False)  # finished segments per node
 
     async def run(self) -> MuxStats:
         self.started_at = time.time()
@@ -305,12 +335,18 @@ class RenderRun:
         await self.hooks.progress(RenderProgress(PROBING))
         info, preview = await self._read_source()
         segments = plan_segments(
-            info, job.workers or self._pool.scheduler.plan_width(), max_frames=self._max_segment_frames(info)
+            info,
+            job.workers or self._pool.scheduler.plan_width(job.principal),
+            max_frames=self._max_segment_frames(info),
         )
         spec, segment_options = await self._fix_codecs(job.spec, info, len(segments))
+        segment_bundle = bundle({"CPU": 1, "GPU": segment_options.get("num_gpus", 0)})
         tally = self._pool.open_tally(self._key, len(segments))
         self._tally_open = True
-        await self.hooks.progress(RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps))
+        placement = self._placement_note()
+        await self.hooks.progress(
+            RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps, placement=placement)
+        )
 
         # On an idle cluster where a CPU-less task may run here (one node, or a head that takes work), the audio
         # rides along with the first segment: it shares that segment's CPU (the OS interleaves them, as ffmpeg's
@@ -319,11 +355,14 @@ class RenderRun:
         # a rider gains nothing and costs Ray one more worker process.
         ride_along = self._pool.scheduler.idle() and self._pool.local_node_takes_work()
         audio = None if ride_along else self._schedule(_audio_task, {}, job.source_path, spec.output_format)
-        parts = [self._schedule(segment_task, segment_options, job.source_path, s, spec, info, tally) for s in segments]
+        parts = [
+            self._schedule(segment_task, segment_options, job.source_path, s, spec, info, tally, bundle=segment_bundle)
+            for s in segments
+        ]
         if audio is None:
             audio = self._ride_along(parts[0], _audio_task, job.source_path, spec.output_format)
 
-        gate = [self._approval_gate(preview)] if preview is not None else []
+        gate = [self._approval_gate(preview, info)] if preview is not None else []
         work = (self._encode(parts, info), self._audio(audio), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
@@ -360,30 +399,76 @@ class RenderRun:
         return source.info, lambda: _ready(png)
 
     def _max_segment_frames(self, info: SourceInfo) -> int:
-        width, height = output_size(info.width, info.height, self.job.spec.resolution)
+        width, height = output_size(*info.display_size(), self.job.spec.resolution)
         return max(1, self.job.segment_max_megapixels * 1_000_000 // (width * height))
 
     async def _fix_codecs(
         self, spec: RenderSpec, info: SourceInfo, segment_count: int
     ) -> tuple[RenderSpec, dict[str, Any]]:
-        """The spec with its video encoder and decoder decided, and the extra Ray options its segment tasks need."""
+        """The spec with its video encoder and decoder decided, and the extra Ray options its segment tasks need
+        (see "Where things run": VIDFORGE_GPU)."""
+        job = self.job
         gpus = ray.cluster_resources().get("GPU", 0)
-        if gpus:  # decide where a GPU is: whether NVENC and NVDEC open is a property of the node
-            spec = await _value(self._submit(_codecs_task, {}, spec, info))
+        elastic = self._pool.scheduler.elastic
+        can_start = elastic is not None and elastic.view.offers_gpu
+        if job.gpu == "require" and not gpus and not can_start:
+            raise GpuUnavailable("VIDFORGE_GPU=require, but the cluster has no GPU node and its autoscaler offers none")
+        wanted = job.gpu == "require" or (job.gpu == "auto" and gpu_path_serves(spec, info))
+        if elastic is not None:
+            self._placement = "CPU nodes"
+        if wanted and (gpus or can_start):
+            # Decide on a GPU node: whether NVENC and NVDEC open is a property of the node.
+            wait_s = None if job.gpu == "require" or gpus else job.gpu_wait_s
+            chosen = await self._codecs_on_gpu_node(spec, info, wait_s)
+            if chosen is None:
+                self._placement = f"CPU nodes (no GPU node started within VIDFORGE_GPU_WAIT_S, {wait_s:g} s)"
+            elif job.gpu == "require" or chosen.video_encoder in GPU_ENCODERS or chosen.video_decoder is not None:
+                self._placement = f"GPU nodes ({_codecs_text(chosen)})"
+                logger.info("render %s: %s", self._key, self._placement)
+                return chosen, {"num_gpus": min(1.0, max(gpus, 1) / segment_count)}  # the segments share the GPUs
+            else:
+                spec = chosen
+                self._placement = "CPU nodes (neither NVENC nor NVDEC opens on the GPU node)"
+        if spec.video_encoder is None and job.gpu == "off":  # the software encoder, even where this node has NVENC
+            spec = replace(spec, video_encoder=FORMAT_ENCODERS[spec.output_format][0])
         elif spec.video_encoder is None:
             spec = replace(spec, video_encoder=await asyncio.to_thread(choose_video_encoder, spec.output_format))
-        if spec.video_encoder in GPU_ENCODERS or spec.video_decoder is not None:
-            return spec, {"num_gpus": min(1.0, gpus / segment_count)}  # every segment fits on the GPUs at once
+        if self._placement is not None:
+            logger.info("render %s: %s", self._key, self._placement)
         return spec, {}
 
-    def _schedule(self, task, options: dict[str, Any], *args, final: bool = False) -> asyncio.Future[Dispatched]:
-        """Queue a CPU task of this render in the pool's scheduler, which starts it (`_submit`) in its turn."""
+    async def _codecs_on_gpu_node(self, spec: RenderSpec, info: SourceInfo, wait_s: float | None) -> RenderSpec | None:
+        """The codecs chosen on a GPU node; None when no GPU node ran the choice within `wait_s` (None: no limit).
+        While no GPU node is up, the pending choice is what the autoscaler sees and starts one for."""
+        ref = self._submit(_codecs_task, {}, spec, info)
+        try:
+            chosen: RenderSpec = await asyncio.wait_for(_value(ref), wait_s)
+        except TimeoutError:
+            ray.cancel(ref)
+            return None
+        return chosen
+
+    def _placement_note(self) -> str | None:
+        """The status message's placement note: where the segments go, and the nodes those finished ran on."""
+        if self._placement is None:
+            return None
+        note = f"{PLACEMENT_PREFIX}{self._placement}"
+        if self._segment_nodes:
+            nodes = ", ".join(f"{count} on node …{node}" for node, count in sorted(self._segment_nodes.items()))
+            note += f"; segments finished: {nodes}"
+        return note + "."
+
+    def _schedule(
+        self, task, options: dict[str, Any], *args, final: bool = False, bundle: Bundle = CPU_BUNDLE
+    ) -> asyncio.Future[Dispatched]:
+        """Queue a CPU task of this render in the pool's scheduler, which starts it (`_submit`) in its turn; `bundle`
+        is what it asks Ray for (autoscaler demand while it waits or runs)."""
 
         def start() -> list[ray.ObjectRef]:
             refs = self._submit(task, options, *args)
             return refs if isinstance(refs, list) else [refs]
 
-        return self._pool.scheduler.submit(self.job.principal, self._key, start, final)
+        return self._pool.scheduler.submit(self.job.principal, self._key, start, final, bundle)
 
     def _ride_along(self, carrier: asyncio.Future[Dispatched], task, *args) -> asyncio.Future[Dispatched]:
         """Start `task` the moment `carrier` (a scheduled task of this render) starts, asking Ray for no CPU: it
@@ -404,7 +489,10 @@ class RenderRun:
         return await _value(dispatched.refs[0])
 
     async def _audio(self, audio: asyncio.Future[Dispatched]) -> None:
-        self.audio_stats = await self._timed("audio", self._summary(audio))
+        stats = await self._timed("audio", self._summary(audio))
+        if attempt := stats.pop("attempt", 0):
+            WORKER_LOSSES.inc(attempt, task="audio")
+        self.audio_stats = stats
 
     async def _encode(self, parts: list[asyncio.Future[Dispatched]], info: SourceInfo) -> None:
         """Await the segment summaries as they complete, reporting the frames done meanwhile: each segment's
@@ -418,15 +506,22 @@ class RenderRun:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 for finished in done:
                     summary = finished.result()
+                    if attempt := summary.get("attempt", 0):
+                        SEGMENT_RETRIES.inc(attempt)
+                        WORKER_LOSSES.inc(attempt, task="segment")
                     self.segment_stats.append(summary)
                     frames[summary["index"]] = summary["frame_count"]
-                await self._report_frames(sum(frames), info)
+                    if self._placement is not None:
+                        self._segment_nodes[summary["node"][-8:]] += 1  # a node id's tail: where they differ
+                await self._report_frames(sum(frames), info, placement_changed=self._placement is not None)
         finally:
             watching.cancel()
             for future in waiting:
                 future.cancel()
         self.segment_stats.sort(key=lambda s: s["index"])
         self.stages["segments"] = time.perf_counter() - started
+        if self._placement is not None:
+            logger.info("render %s: %s", self._key, self._placement_note())
 
     async def _watch_tally(self, frames: list[int], info: SourceInfo, parts: list[asyncio.Future[Dispatched]]) -> None:
         """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report, from the moment one of
@@ -445,20 +540,32 @@ class RenderRun:
                 frames[:] = map(max, frames, live)
                 await self._report_frames(sum(frames), info)
 
-    async def _report_frames(self, frames_done: int, info: SourceInfo) -> None:
-        """Hand the hooks a rendering report when the count moved (so never backwards, never repeated)."""
-        if frames_done <= self._frames_reported:
+    async def _report_frames(self, frames_done: int, info: SourceInfo, placement_changed: bool = False) -> None:
+        """Hand the hooks a rendering report when the count moved (so never backwards, never repeated), or the
+        placement note did (a segment finished)."""
+        if frames_done <= self._frames_reported and not placement_changed:
             return
-        self._frames_reported = frames_done
-        fps = self._speed.add(frames_done)
-        await self.hooks.progress(RenderProgress(RENDERING, frames_done, info.frame_count, fps, info.fps))
+        self._frames_reported = max(self._frames_reported, frames_done)
+        fps = self._speed.add(self._frames_reported)
+        placement = self._placement_note()
+        await self.hooks.progress(
+            RenderProgress(RENDERING, self._frames_reported, info.frame_count, fps, info.fps, placement)
+        )
 
-    async def _approval_gate(self, preview: Callable[[], Awaitable[bytes]]) -> None:
-        """Make and write the preview PNG, then wait for the decision while the segments keep encoding."""
-        path = self.job.preview_path
+    async def _approval_gate(self, preview: Callable[[], Awaitable[bytes]], info: SourceInfo) -> None:
+        """Make and write the preview PNG (and, when the job asks, the source's first frame beside it, made at the
+        same time in a pooled task: the source has been parsed by now), then wait for the decision while the segments
+        keep encoding."""
+        job = self.job
+        path = job.preview_path
         assert path is not None  # a watermark render has one (RenderJob checks)
+        frame_path = job.source_frame_path
+        unmarked = replace(job.spec, watermark=None)  # the source as the render shows it, before the watermark
+        frame = self._submit(_preview_task, {}, job.source_path, info, unmarked, 0.0) if frame_path else None
         png = await preview()
-        await asyncio.to_thread(self.job.media.put_bytes, path, png)
+        await asyncio.to_thread(job.media.put_bytes, path, png)
+        if frame_path is not None:
+            await asyncio.to_thread(job.media.put_bytes, frame_path, await self._timed("source_frame", _value(frame)))
         approved = await self._timed("approval", self.hooks.preview_ready(path))
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
@@ -472,7 +579,7 @@ class RenderRun:
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             options["scheduling_strategy"] = here
         dispatched = await self._schedule(
-            _mux_task, options, audio, output_format, media, self.job.out_path, fps, encoded, final=True
+            _mux_task, options, audio, output_format, media, self.job.out_path, fps, encoded, final=True, bundle=()
         )
         return await _value(dispatched.refs[0])
 
@@ -500,6 +607,11 @@ class RenderRun:
             ray.cancel(ref, force=True)
         if unfinished:
             await asyncio.wait([asyncio.ensure_future(_settled(ref)) for ref in unfinished], timeout=CANCEL_WAIT_S)
+
+
+def _codecs_text(spec: RenderSpec) -> str:
+    decoder = spec.video_decoder or "software decoding"
+    return f"encoder {spec.video_encoder}, {decoder}"
 
 
 async def _ready(value: Any) -> Any:

@@ -112,6 +112,13 @@ def choose_codecs(spec: RenderSpec, info: SourceInfo) -> RenderSpec:
     return replace(spec, video_encoder=encoder, video_decoder=spec.video_decoder or choose_video_decoder(info))
 
 
+def attempt_number() -> int:
+    """Which run of the current task this is: 0, then one more for each retry. vidforge's tasks are retried only
+    when their worker died (`retry_exceptions=False`), so this counts the worker losses this task went through.
+    Ray keeps it on the core worker only (no public accessor in 2.60)."""
+    return int(ray._private.worker.global_worker.core_worker.get_current_task_attempt_number())
+
+
 def encode_segment_parts(
     source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo, tally: TallyRef
 ) -> tuple[dict[str, Any], EncodedSegment]:
@@ -120,7 +127,9 @@ def encode_segment_parts(
         encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
     finally:
         release_freed_memory()
-    return {"index": encoded.index, "frame_count": encoded.frame_count, **encoded.stats}, encoded
+    node = ray.get_runtime_context().get_node_id()  # where it ran: the driver's placement note names it
+    summary = {"index": encoded.index, "frame_count": encoded.frame_count, "node": node, "attempt": attempt_number()}
+    return {**summary, **encoded.stats}, encoded
 
 
 def encode_audio_parts(source_path: Media, output_format: str) -> tuple[dict[str, Any], EncodedAudio | None]:
@@ -129,7 +138,7 @@ def encode_audio_parts(source_path: Media, output_format: str) -> tuple[dict[str
         audio = encode_audio(source_path, output_format)
     finally:
         release_freed_memory()
-    return (audio.stats if audio is not None else {}), audio
+    return {**(audio.stats if audio is not None else {}), "attempt": attempt_number()}, audio
 
 
 def mux_stored_segments(

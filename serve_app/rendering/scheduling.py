@@ -16,7 +16,12 @@ gives Ray only as many as the cluster has CPUs and picks the next one fairly:
 - `plan_width`: a render being planned is cut into as many segments as there are CPUs nobody else's work is
   waiting for. On an idle cluster it spreads over every CPU; on a busy one it is a single segment (as long as
   the planner's memory cap allows), because extra segments would only take CPUs from the renders queued ahead
-  of it, and each costs an encoder start and a keyframe.
+  of it, and each costs an encoder start and a keyframe. On an autoscaling cluster (`elastic`) the CPUs counted
+  are those the cluster can grow to within the demand caps, and at most the principal's own cap.
+
+On an autoscaling cluster the scheduler also keeps Ray's autoscaler told of what its queued and running tasks need
+(serve_app.rendering.autoscaling), and, while work waits, looks for new CPUs every ELASTIC_TICK_S (a node that joined
+frees no task, so nothing else would start the queued ones there) and republishes the demand, to `[]` once drained.
 
 Everything here runs on the driver's event loop (the supervisor actor's): no locks, and `submit`, `withdraw`
 and the dispatch never await, so a withdrawn render can have no task started after `withdraw` returns.
@@ -25,15 +30,23 @@ and the dispatch never await, so a withdrawn render can have no task started aft
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import ray
 
+from serve_app.observability.catalog import QUEUED_SEGMENTS
+from serve_app.observability.metric import principal_label
+from serve_app.rendering.autoscaling import CPU_BUNDLE, Bundle, ElasticCluster, ResourceDemand
+
 CAPACITY_REFRESH_S = 10.0  # how long a read of the cluster's CPU count is trusted (nodes join and leave)
+ELASTIC_TICK_S = 1.0  # on an autoscaling cluster, while work waits: look for new CPUs, republish the demand
+
+logger = logging.getLogger(__name__)
 # How long a render keeps the CPU its last task freed, for its final task: the driver submits that at once
 # unless the render still awaits its watermark approval, when the CPU goes back to the queue after this.
 FINAL_RESERVE_S = 3.0
@@ -74,6 +87,10 @@ class FairQueue(Generic[Item]):
             del self._lanes[principal]
         return item
 
+    def by_principal(self) -> dict[str, int]:
+        """How many items each principal has queued."""
+        return {principal: sum(map(len, renders.values())) for principal, renders in self._lanes.items()}
+
     def remove(self, principal: str, render: Hashable) -> list[Item]:
         """Take every queued item of one render out of the queue."""
         renders = self._lanes.get(principal)
@@ -87,14 +104,15 @@ class FairQueue(Generic[Item]):
 
 
 class ClusterCpus:
-    """The cluster's CPU count (at least 1), read again at most every CAPACITY_REFRESH_S."""
+    """The cluster's CPU count (at least 1), read again at most every `refresh_s`."""
 
-    def __init__(self) -> None:
+    def __init__(self, refresh_s: float = CAPACITY_REFRESH_S) -> None:
+        self._refresh_s = refresh_s
         self._cpus = 1
         self._read_at = -float("inf")
 
     def __call__(self) -> int:
-        if time.monotonic() - self._read_at >= CAPACITY_REFRESH_S:
+        if time.monotonic() - self._read_at >= self._refresh_s:
             self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
             self._read_at = time.monotonic()
         return self._cpus
@@ -117,17 +135,22 @@ class _Waiting:
     queued_at: float
     key: tuple[str, Hashable]  # (principal, render)
     final: bool
+    bundle: Bundle  # what it asks Ray for (empty: nothing, like the mux), as autoscaler demand
 
 
 class SegmentScheduler:
     """Starts queued CPU tasks as CPUs free up, fairly across principals (see the module docstring).
 
     `capacity` gives the number of tasks that may run at once (default: the cluster's CPUs). One scheduler is
-    shared by every render of a supervisor; a render driven alone gets its own.
+    shared by every render of a supervisor; a render driven alone gets its own. `elastic`: the cluster's autoscaler,
+    told of the demand; None on a fixed cluster.
     """
 
-    def __init__(self, capacity: Callable[[], int] | None = None) -> None:
-        self._capacity = capacity or ClusterCpus()
+    def __init__(self, capacity: Callable[[], int] | None = None, elastic: ElasticCluster | None = None) -> None:
+        self.elastic = elastic
+        self._capacity = capacity or ClusterCpus(ELASTIC_TICK_S if elastic else CAPACITY_REFRESH_S)
+        self._wanted: dict[str, Counter[Bundle]] = {}  # per principal: the bundles of its queued and running tasks
+        self._ticking: asyncio.Task[None] | None = None
         self._queue: FairQueue[_Waiting] = FairQueue()
         self._final: deque[_Waiting] = deque()  # renders' final tasks: started before anything queued
         self._running = 0  # CPUs held: by started tasks, and reserved for a render's final task
@@ -135,26 +158,56 @@ class SegmentScheduler:
         self._unfinished: dict[tuple[str, Hashable], int] = {}  # per render: tasks queued or running
         self._reserved: dict[tuple[str, Hashable], asyncio.TimerHandle] = {}
         self._withdrawn: set[tuple[str, Hashable]] = set()  # until their running tasks have ended
+        self._queue_labels: set[str] = set()  # the principal labels vidforge_queued_segments has been set for
 
-    def plan_width(self) -> int:
+    def plan_width(self, principal: str | None = None) -> int:
         """How many segments a render planned now should aim for: the CPUs that no running or queued task will
-        take (at least 1)."""
-        return max(1, self._capacity() - self._running - len(self._queue) - len(self._final))
+        take (at least 1). On an autoscaling cluster, the CPUs it can grow to (within the cluster cap), and no more
+        than `principal`'s own cap leaves it."""
+        capacity = self._capacity()
+        if self.elastic is not None:
+            capacity = max(capacity, self.elastic.caps.cluster_cpus)
+        free = capacity - self._running - len(self._queue) - len(self._final)
+        if self.elastic is not None and self.elastic.caps.principal_cpus and principal is not None:
+            own = sum(dict(b).get("CPU", 0.0) * n for b, n in self._wanted.get(principal, Counter()).items())
+            free = min(free, self.elastic.caps.principal_cpus - int(own))
+        return max(1, free)
+
+    def demand(self) -> ResourceDemand:
+        """What the queued and running tasks ask the autoscaler for, within the caps (none on a fixed cluster)."""
+        if self.elastic is None:
+            return ResourceDemand()
+        return ResourceDemand.of(self._wanted, self.elastic.caps)
+
+    def queued(self) -> int:
+        """Tasks waiting for a CPU (what an autoscaler is asked to make room for, beyond the running ones)."""
+        return len(self._queue) + len(self._final)
 
     def idle(self) -> bool:
         """No task running, queued or reserved: a render planned now has the cluster to itself."""
         return self._running == 0 and not self._queue and not self._final
 
     def submit(
-        self, principal: str, render: Hashable, start: Callable[[], Sequence[ray.ObjectRef]], final: bool = False
+        self,
+        principal: str,
+        render: Hashable,
+        start: Callable[[], Sequence[ray.ObjectRef]],
+        final: bool = False,
+        bundle: Bundle = CPU_BUNDLE,
     ) -> asyncio.Future[Dispatched]:
         """Queue a task; `start()` submits it to Ray and returns its refs. The future resolves once it has been
         started (with `start`'s exception, if it raised), and is cancelled if the render is withdrawn first.
         The task holds its CPU until its first ref settles. A `final` task (one per render, after all its other
-        tasks) takes the CPU its render reserved, else the next free one before any other queued task."""
+        tasks) takes the CPU its render reserved, else the next free one before any other queued task. `bundle`:
+        what the task asks Ray for, counted as autoscaler demand until it ends."""
         key = (principal, render)
-        waiting = _Waiting(start, asyncio.get_running_loop().create_future(), time.monotonic(), key, final)
+        loop = asyncio.get_running_loop()
+        waiting = _Waiting(start, loop.create_future(), time.monotonic(), key, final, bundle)
         self._unfinished[key] = self._unfinished.get(key, 0) + 1
+        if bundle:
+            self._wanted.setdefault(principal, Counter())[bundle] += 1
+        if self.elastic is not None and self._ticking is None:
+            self._ticking = asyncio.ensure_future(self._follow_the_cluster())
         if final and (reservation := self._reserved.pop(key, None)) is not None:
             reservation.cancel()
             self._start(waiting)  # on the CPU already counted as held
@@ -174,21 +227,34 @@ class SegmentScheduler:
         self._final = deque(w for w in self._final if w.key != key)
         for waiting in dropped:
             waiting.started.cancel()
+            self._release(waiting)
         self._settle(key, len(dropped))
         if key in self._unfinished:
             self._withdrawn.add(key)
         if (reservation := self._reserved.pop(key, None)) is not None:
             reservation.cancel()
             self._free()
+        self._publish_queue()
 
     def _dispatch(self) -> None:
         while (self._final or self._queue) and self._running < self._capacity():
             waiting = self._final.popleft() if self._final else self._queue.pop()
             if waiting.started.done():  # cancelled by its caller without a withdraw: nothing to start
+                self._release(waiting)
                 self._settle(waiting.key, 1)
                 continue
             self._running += 1
             self._start(waiting)
+        self._publish_queue()
+
+    def _publish_queue(self) -> None:
+        """Set `vidforge_queued_segments` for every principal label: what waits now, 0 where nothing does."""
+        queued: Counter[str] = Counter()
+        for principal, count in self._queue.by_principal().items():
+            queued[principal_label(principal)] += count
+        self._queue_labels |= queued.keys()
+        for label in self._queue_labels:
+            QUEUED_SEGMENTS.set(queued[label], principal=label)
 
     def _start(self, waiting: _Waiting) -> None:
         """Start a task on a CPU already counted in `_running`."""
@@ -196,6 +262,7 @@ class SegmentScheduler:
             refs = waiting.start()
         except Exception as exc:  # noqa: BLE001 - handed to the render that asked, which fails with it
             waiting.started.set_exception(exc)
+            self._release(waiting)
             self._settle(waiting.key, 1)
             self._free()
             return
@@ -209,6 +276,7 @@ class SegmentScheduler:
         except Exception:  # noqa: BLE001 - any end (a failure, a cancel, a lost worker) frees the CPU
             pass
         finally:
+            self._release(waiting)
             key = waiting.key
             withdrawn = key in self._withdrawn
             if self._settle(key, 1) and not waiting.final and not withdrawn:  # its render's last task
@@ -226,6 +294,36 @@ class SegmentScheduler:
         self._unfinished.pop(key, None)
         self._withdrawn.discard(key)
         return True
+
+    def _release(self, waiting: _Waiting) -> None:
+        """`waiting` no longer asks for anything: it ended, or was dropped before it started."""
+        if not waiting.bundle:
+            return
+        principal = waiting.key[0]
+        wanted = self._wanted[principal]
+        wanted[waiting.bundle] -= 1
+        if wanted[waiting.bundle] <= 0:
+            del wanted[waiting.bundle]
+        if not wanted:
+            del self._wanted[principal]
+
+    async def _follow_the_cluster(self) -> None:
+        """While any task is queued or running: every ELASTIC_TICK_S start queued tasks on CPUs that joined, and
+        keep the autoscaler's standing request equal to the demand; once nothing is left, withdraw it."""
+        assert self.elastic is not None
+        try:
+            while True:
+                self._dispatch()
+                demand = self.demand()
+                try:
+                    self.elastic.publisher.publish(demand)
+                except Exception:  # noqa: BLE001 - the GCS out of reach a moment: the next tick asks again
+                    logger.exception("could not tell the autoscaler the demand; retrying")
+                if not demand.bundles and not self._wanted:
+                    return
+                await asyncio.sleep(ELASTIC_TICK_S)
+        finally:
+            self._ticking = None
 
     def _unreserve(self, key: tuple[str, Hashable]) -> None:
         if self._reserved.pop(key, None) is not None:

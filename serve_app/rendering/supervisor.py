@@ -16,7 +16,10 @@ cancel is requested.
 
 The renders it drives share the cluster through one RenderPool: a fair scheduler of their CPU tasks
 (round-robin across principals, FIFO within one; serve_app.rendering.scheduling) and one progress tally, held here: the
-segment tasks report their frames to this actor (`report_frames`), so the tally costs no process of its own.
+segment tasks report their frames to this actor (`report_frames`), so the tally costs no process of its own. On an
+autoscaling cluster (VIDFORGE_AUTOSCALING_CONFIG) that scheduler is also the one voice telling Ray's autoscaler what
+the queue needs (serve_app.rendering.autoscaling). This actor, the registry and the ingress live on the head and no
+object of theirs is held on a worker node, so a worker node whose work has ended is idle and can be removed.
 
 Cost is bounded per render, and this shared process parses no uploaded byte: a source nobody has vetted (an
 asset stored without its upload's facts) is probed in a single-use parser worker under the media limits
@@ -52,7 +55,7 @@ from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.errors import over_time_limit
 from mcp_protocol.progress import RenderProgress
-from media_store.artifacts import discard, final_key, preview_key
+from media_store.artifacts import discard, final_key, preview_key, source_frame_key
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
 from serve_app.config import Config
 from serve_app.handles import registry_handle
@@ -60,7 +63,12 @@ from serve_app.media.assets import AssetStore
 from serve_app.media.disk_full import is_disk_full
 from serve_app.media.media_limits import media_limits, media_refusal
 from serve_app.media.media_probe import ParseBounds
+from serve_app.observability.catalog import ENCODE_SPEED, ENCODED_FRAMES, RENDER_DURATION, RENDER_QUEUE
+from serve_app.observability.metric import principal_label
+from serve_app.observability.process import observe_process
+from serve_app.rendering.autoscaling import ElasticCluster
 from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRejected, RenderRun, RenderTimings
+from serve_app.rendering.scheduling import SegmentScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -145,26 +153,36 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         spec=spec,
         out_path=final_key(task_id, request.output_format),
         preview_path=preview_key(task_id) if watermark else None,
+        source_frame_path=source_frame_key(task_id) if watermark else None,
         workers=config.render_workers,
         parse=ParseBounds.of(config),
         limits=media_limits(config),
         media=assets.media,
         principal=principal,
         segment_max_megapixels=config.segment_max_megapixels,
+        gpu=config.gpu,
+        gpu_wait_s=config.gpu_wait_s,
         source_info=assets.source_info(source),
     )
+
+
+def elastic_cluster(config: Config) -> ElasticCluster | None:
+    """The autoscaler the renders tell their demand to (VIDFORGE_AUTOSCALING_CONFIG); None on a fixed cluster."""
+    return ElasticCluster.of(config.autoscaling_config, config.max_principal_cpus, config.max_cluster_cpus)
 
 
 class RenderSupervisor:
     def __init__(self, config_json: str) -> None:
         self.config = Config.from_json(config_json)
+        observe_process(self.config)
         self.assets = AssetStore(self.config)
         self.registry = registry_handle(self.config)
         self.running: dict[str, asyncio.Task[None]] = {}
-        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.rendering.scheduling), and the
-        # tally this actor serves (in-process, outside an actor, the pool starts a tally actor instead).
+        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.rendering.scheduling),
+        # and the tally this actor serves (in-process, outside an actor, the pool starts a tally actor instead).
         context = ray.get_runtime_context()
-        self.pool = RenderPool(host=context.current_actor if context.get_actor_id() is not None else None)
+        host = context.current_actor if context.get_actor_id() is not None else None
+        self.pool = RenderPool(SegmentScheduler(elastic=elastic_cluster(self.config)), host=host)
         self.timings: OrderedDict[str, RenderTimings] = OrderedDict()  # the last KEPT_TIMINGS completed renders
         # Resume on this instance's own start: a restarted actor may get no call for a long time (a task's
         # progress is read from the registry, never from here). Ray runs an async actor's constructor on its
@@ -253,27 +271,35 @@ class RenderSupervisor:
             return
         # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
         # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
-        await asyncio.shield(self._complete(task_id, request, stats))
+        if await asyncio.shield(self._complete(task_id, request, stats)):
+            record_success(rec, run, stats)
         self._keep_timings(task_id, replace(run.timings(), completed_at=time.time()))
 
     def _keep_timings(self, task_id: str, timings: RenderTimings) -> None:
-        logger.info("render %s done: %s", task_id, timings.summary())
+        stages = {f"{stage}_s": round(seconds, 3) for stage, seconds in timings.stages.items()}
+        fields = {"event": "render_timings", "task_id": task_id, **stages}
+        logger.info("render %s done: %s", task_id, timings.summary(), extra=fields)
         self.timings[task_id] = timings
         while len(self.timings) > KEPT_TIMINGS:
             self.timings.popitem(last=False)
 
-    async def _complete(self, task_id: str, request: RenderRequest, stats: MuxStats) -> None:
+    async def _complete(self, task_id: str, request: RenderRequest, stats: MuxStats) -> bool:
         """Publish the finished render (its artifact, in the one registry commit that completes it), or delete
-        its files when the registry discards it (a cancel was requested, or the task ended meanwhile)."""
+        its files when the registry discards it (a cancel was requested, or the task ended meanwhile). True: published."""
         artifact = Artifact(  # where its files are is media_store.artifacts' layout
             ext=request.output_format,
             size_bytes=stats.size_bytes,
             duration_s=stats.duration_s,
             finished_at_ms=int(time.time() * 1000),
+            width=stats.width,
+            height=stats.height,
         )
-        finished = await self.registry.finish.remote(task_id, Succeeded(artifact=artifact), message="Render complete.")
+        # The size delivered, said where every client era reads it: `resolution` names only the short side.
+        message = f"Render complete: {stats.width}x{stats.height} {request.output_format}."
+        finished = await self.registry.finish.remote(task_id, Succeeded(artifact=artifact), message=message)
         if finished is None:
             await asyncio.to_thread(discard, self.assets.media, task_id)
+        return finished is not None
 
     async def _end_unfinished(self, task_id: str, exc: BaseException) -> None:
         """End a task whose render stopped short, with the outcome that says why."""
@@ -287,6 +313,7 @@ class RenderSupervisor:
             logger.info("render %s stopped at the %g s limit", task_id, self.config.render_timeout_s)
             end = Failed(code=ErrorCode.RENDER_TIMEOUT, reason=over_time_limit(self.config.render_timeout_s))
         elif isinstance(exc, UnsupportedMedia):  # unreadable, or over a limit lowered since create
+            logger.info("render %s: source refused", task_id, exc_info=exc, extra={"task_id": task_id})
             end = unusable(media_refusal("source_asset_uri", exc))
         elif isinstance(exc, VidforgeError):  # an asset gone since create (retention): source_not_found
             end = unusable(exc)
@@ -299,9 +326,20 @@ class RenderSupervisor:
         await self.registry.finish.remote(task_id, end)
 
 
+def record_success(rec: TaskRecord, run: RenderRun, stats: MuxStats) -> None:
+    """A finished render's metrics: its run's wall time, its wait for a CPU, its encode speed, its frames."""
+    labels = {"resolution": rec.request.resolution, "format": rec.request.output_format}
+    RENDER_DURATION.observe(run.stages["total"], **labels)
+    if (queued_s := run.stages.get("queue")) is not None:
+        RENDER_QUEUE.observe(queued_s, **labels)
+    if segments_s := run.stages.get("segments"):
+        ENCODE_SPEED.observe(stats.frame_count / segments_s, **labels)
+    ENCODED_FRAMES.inc(stats.frame_count, principal=principal_label(rec.principal))
+
+
 def unusable(error: VidforgeError) -> Unsupported:
     """The end of a render whose source or watermark could not be used: the refusal's code, field and reason,
-    under its request_id (the one the refusal was logged with)."""
+    under its request_id (logged once, with the render's end: serve_app/observability/registry_observer.py)."""
     return Unsupported.model_validate(
         {"code": error.code, "field": error.field, "reason": error.reason, "request_id": error.request_id}
     )

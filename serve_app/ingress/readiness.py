@@ -1,0 +1,55 @@
+"""`GET /readyz`: whether this replica can serve — the TaskRegistry answers and the media store is reachable.
+
+Unauthenticated, like the OAuth metadata: an orchestrator's probe holds no token (deploy/rayservice.yaml's
+readinessProbe). It says which part fails and nothing else: `{"status": "ready"}`, or 503 with
+`{"status": "unready", "failing": [...]}` naming `registry` and/or `media_store`. Each check is bounded by
+READY_TIMEOUT_S, so a hung dependency answers 503 rather than a probe timeout. `/healthz` stays what it was: the
+process answers (behind authentication, so 401 without a token also says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from media_store import MediaStore
+
+READY_TIMEOUT_S = 5.0
+PROBE_KEY = "readyz"  # a key nothing stores: asking its size reaches the store without writing to it
+
+logger = logging.getLogger(__name__)
+
+
+class Readiness:
+    """The `/readyz` endpoint (an ASGI app) over the replica's registry handle and media store."""
+
+    def __init__(self, registry: Any, media: MediaStore) -> None:
+        self.registry = registry
+        self.media = media
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (await self.answer())(scope, receive, send)
+
+    async def answer(self) -> JSONResponse:
+        checks = {"registry": self._registry_answers(), "media_store": self._media_answers()}
+        results = await asyncio.gather(*checks.values(), return_exceptions=True)
+        failing = []
+        for name, result in zip(checks, results, strict=True):
+            if result is not None:  # the check's exception (a timeout included)
+                failing.append(name)
+                logger.warning("not ready: %s", name, exc_info=result, extra={"event": "not_ready", "failing": name})
+        if failing:
+            return JSONResponse({"status": "unready", "failing": failing}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def _registry_answers(self) -> None:
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await self.registry.get_any.remote(PROBE_KEY)
+
+    async def _media_answers(self) -> None:
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await asyncio.to_thread(self.media.size, PROBE_KEY)

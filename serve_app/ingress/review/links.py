@@ -1,0 +1,47 @@
+"""The review link of a render awaiting approval: what the wire hands people wherever the preview is named.
+
+The link is absolute, on the server's public base URL (VIDFORGE_PUBLIC_URL, else the bind address), so a URL-mode
+elicitation, a status message or a chat transcript can carry it as it is. Its expiry is fixed by the round, not by
+the moment it is read — the approval round's start plus VIDFORGE_REVIEW_LINK_TTL_S (which Config keeps at least the
+approval window) — so every poll of one round hands out the same link and a status message does not change from
+one poll to the next.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlencode
+
+from mcp_protocol.domain import TaskRecord
+from serve_app.config import Config
+from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
+
+REVIEW_PATH = "/review"
+CAPABILITY_PARAM = "cap"
+
+
+def review_path(task_id: str, suffix: str = "") -> str:
+    """The path of a task's review page (`suffix`: one of its images, e.g. "/preview.png")."""
+    return f"{REVIEW_PATH}/{quote(task_id, safe='')}{suffix}"
+
+
+def with_capability(path: str, token: str) -> str:
+    return f"{path}?{urlencode({CAPABILITY_PARAM: token})}"
+
+
+class ReviewLinks:
+    """Mints review links under the configured key; without one (a server not started by the launch step, such as
+    the in-process fast lane) there are none, and the wire names only the vidforge:// resource, as before."""
+
+    def __init__(self, config: Config) -> None:
+        self.signer = ReviewSigner(config.review_key) if config.review_key else None
+        self.base_url = config.public_base_url
+        self.ttl_s = config.review_link_ttl_s
+
+    def url(self, rec: TaskRecord) -> str | None:
+        """The absolute review URL for `rec`'s outstanding approval; None when nothing awaits a decision."""
+        pending = rec.pending
+        if self.signer is None or pending is None:
+            return None
+        asked_s = pending.deadline_ms / 1000 - pending.timeout_s
+        cap = ReviewCapability(rec.task_id, rec.input_seq, int(asked_s + self.ttl_s))
+        return self.base_url + with_capability(review_path(rec.task_id), self.signer.token(cap))

@@ -1,0 +1,172 @@
+"""Issue 23 with the real thing: a real Prometheus scrapes a live `vidforge serve` while it runs one watermarked
+render and refuses one request, and its HTTP API answers with the values the run produced; the run's logs — the
+server's output and every Ray log of its session — hold each error envelope's request_id on exactly one JSON line,
+and none of the credentials the run used.
+
+One server, one render (CI's budget): Ray's metrics agent reports every second here (RAY_metrics_report_interval_ms,
+10 s by default) and Prometheus scrapes every second, so each value shows within seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from tests.harness import TERMINAL, ServerProcess, Wire, free_port, poll_task, upload, wait_until
+from tests.media import make_clip, make_watermark_png
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.skipif(
+        not Path(PROMETHEUS).exists(), reason="no prometheus binary: `apt-get install -y prometheus` (.ci/run does)"
+    ),
+]
+
+TOKENS = {"tok-obs-9f3c1a7e5d": "ops"}
+TOKEN = next(iter(TOKENS))
+DEADLINE_S = 120
+
+
+@pytest.fixture(scope="module")
+def ray_tmp():
+    """A short temp root of the server's own (Ray's socket paths must stay short), to read its session's logs."""
+    root = Path(tempfile.mkdtemp(prefix="vfobs", dir="/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ray_tmp):
+    env = {
+        "RAY_TMPDIR": str(ray_tmp),
+        "RAY_metrics_report_interval_ms": "1000",
+        "VIDFORGE_LOG_FORMAT": "json",
+        "VIDFORGE_MAX_CONCURRENT_RENDERS": "1",  # the second create is refused: the run's refusal
+        "VIDFORGE_POLL_INTERVAL_MS": "500",
+    }
+    with ServerProcess(tmp_path_factory.mktemp("obs") / "data", env=env, tokens=TOKENS) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def prometheus(server, tmp_path_factory):
+    """Prometheus scraping every endpoint `vidforge serve` printed, every second."""
+    targets = [urlsplit(url).netloc for url in metrics_urls(server)]
+    root = tmp_path_factory.mktemp("prometheus")
+    (root / "prometheus.yml").write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": [{"job_name": "vidforge", "static_configs": [{"targets": targets}]}],
+            }
+        )
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={root / 'prometheus.yml'}",
+            f"--storage.tsdb.path={root / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "prometheus.log").open("wb"),
+    )
+    api = f"http://127.0.0.1:{port}/api/v1"
+    try:
+        wait_until(lambda: _ready(api), DEADLINE_S, message="prometheus to start")
+        yield api
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def metrics_urls(server: ServerProcess) -> list[str]:
+    printed = re.search(r"vidforge metrics: (.*)", server.log_path.read_text())
+    assert printed, "vidforge serve did not print where its metrics are"
+    return re.findall(r"http://\S+/metrics", printed.group(1))
+
+
+def _ready(api: str) -> bool:
+    try:
+        return httpx.get(f"{api}/status/buildinfo", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def query(api: str, expr: str) -> float | None:
+    """The value of a PromQL expression that yields one sample, else None."""
+    body = httpx.get(f"{api}/query", params={"query": expr}, timeout=10).json()
+    assert body["status"] == "success", body
+    results = body["data"]["result"]
+    return float(results[0]["value"][1]) if len(results) == 1 else None
+
+
+def shows(api: str, expr: str, value: float) -> None:
+    wait_until(lambda: query(api, expr) == value, DEADLINE_S, interval=1, message=f"{expr} == {value} in Prometheus")
+
+
+def test_a_real_prometheus_sees_the_run_and_the_logs_account_for_every_error(server, prometheus, ray_tmp, tmp_path):
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=2.0, width=320, height=180, audio=True)
+    logo = make_watermark_png(str(tmp_path / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255))
+    assert httpx.get(f"{server.base}/readyz", timeout=30).json() == {"status": "ready"}  # no token: a probe's
+    source, watermark = upload(server, clip, TOKEN), upload(server, logo, TOKEN)
+    wire = Wire(server.url, token=TOKEN, tasks=True, elicitation=True)
+    args = {
+        "source_asset_uri": source,
+        "output_format": "mp4",
+        "resolution": "720p",
+        "watermark": {"image_asset_uri": watermark, "position": "bottom_right", "opacity": 0.6},
+    }
+    task_id = wire.tool("vidforge_render_video", args)["taskId"]
+    waiting = poll_task(wire, task_id, lambda t: t["status"] == "input_required")
+    capability = parse_qs(urlsplit(re.search(r"https?://\S+", waiting["statusMessage"]).group(0)).query)["cap"][0]
+
+    # While the preview awaits its decision: the render is in the principal's queue, and a second one is refused.
+    shows(prometheus, 'sum(ray_vidforge_queue_depth{principal="ops"})', 1)
+    shows(prometheus, 'sum(ray_vidforge_renders{state="input_required"})', 1)
+    refused = wire.tool("vidforge_render_video", {**args, "resolution": "1080p"})
+    assert refused["isError"] and refused["structuredContent"]["code"] == "render_quota_exceeded"
+    shows(prometheus, 'sum(ray_vidforge_refusals_total{limit="quota"})', 1)
+
+    ((key, _),) = waiting["inputRequests"].items()
+    wire.task("tasks/update", task_id, inputResponses={key: {"action": "accept", "content": {"approved": True}}})
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and not done["result"]["isError"]
+
+    shows(prometheus, 'sum(ray_vidforge_renders_ended_total{outcome="succeeded",code="none"})', 1)
+    shows(prometheus, 'sum(ray_vidforge_queue_depth{principal="ops"})', 0)
+    shows(prometheus, 'sum(ray_vidforge_render_duration_seconds_count{resolution="720p",format="mp4"})', 1)
+    assert query(prometheus, 'sum(ray_vidforge_request_duration_seconds_count{method="tasks/get"})') >= 2
+    exposition = "".join(httpx.get(url, timeout=30).text for url in metrics_urls(server))
+    assert "# HELP ray_vidforge_renders_ended_total Renders that reached a terminal status" in exposition
+
+    lines = _log_lines(server, ray_tmp)
+    request_id = refused["structuredContent"]["request_id"]
+    saying = [line for line in lines if request_id in line]
+    assert len(saying) == 1, saying  # exactly one line says what happened
+    said = json.loads(saying[0])
+    assert (said["event"], said["code"], said["request_id"]) == ("error", "render_quota_exceeded", request_id)
+    assert said["principal"] == "ops" and said["method"] == "tools/call"
+    (ended,) = [json.loads(line) for line in lines if '"render_ended"' in line and task_id in line]
+    assert (ended["outcome"], ended["principal"]) == ("succeeded", "ops") and ended["duration_s"] > 0
+    for secret in (TOKEN, capability):
+        assert not [line for line in lines if secret in line], "a credential reached the logs"
+
+
+def _log_lines(server: ServerProcess, ray_tmp: Path) -> list[str]:
+    """Every line the run logged: the server's own output and every file of its Ray session's logs."""
+    time.sleep(2)  # let the workers' last lines reach their files
+    sessions = [p for p in ray_tmp.glob("ray/session_*") if not p.is_symlink()]  # not session_latest again
+    files = [server.log_path, *(p for session in sessions for p in session.glob("logs/**/*") if p.is_file())]
+    return [line for path in files for line in path.read_text(errors="replace").splitlines()]

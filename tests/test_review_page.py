@@ -1,0 +1,246 @@
+"""The watermark review page in a real browser (headless Debian Chromium driven by Playwright) against a live
+`vidforge serve`: the link comes from a real `tasks/get` status message, the person approves or rejects on the page,
+and the agent sees the outcome; refused links (tampered, expired, another task's) and a cross-site POST change
+nothing. Saves a screenshot (the test's tmp dir, and docs/review-page.png for the README)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
+from serve_app.launch.review_key import KEY_FILE
+from tests.harness import REPO, TERMINAL, Wire, free_port, poll_task, upload, validate
+from tests.media import make_clip, make_watermark_png
+
+pytestmark = pytest.mark.ray
+
+TOKENS = {"tok-reviewer": "reviewer"}  # also the shared server's (conftest.py)
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LINK = re.compile(r"http://127\.0\.0\.1:\d+/review/task_[A-Za-z0-9_-]+\?cap=[0-9.]+[A-Za-z0-9_-]{43}")
+URL_MODE = {"elicitation": {"form": {}, "url": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def installed_chromium() -> Path | None:
+    """/usr/bin/chromium, installed with apt-get when it is missing and this test may (root, apt-get present)."""
+    if not CHROMIUM.exists() and shutil.which("apt-get") and Path("/").stat().st_uid == 0:
+        subprocess.run(["apt-get", "install", "-y", "chromium", "chromium-driver"], capture_output=True, timeout=900)
+    return CHROMIUM if CHROMIUM.exists() else None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = installed_chromium()
+    if executable is None:
+        pytest.skip("no Chromium: /usr/bin/chromium is missing and `apt-get install chromium` was not possible")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def server(shared_server):
+    return shared_server
+
+
+@pytest.fixture(scope="module")
+def assets(server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("media")
+    clip = make_clip(str(root / "clip.mp4"), seconds=2.0, width=320, height=180, audio=True)
+    logo = make_watermark_png(str(root / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255))
+    return {"clip": upload(server, clip, "tok-reviewer"), "logo": upload(server, logo, "tok-reviewer")}
+
+
+@pytest.fixture
+def wire(server) -> Iterator[Wire]:
+    wire = Wire(server.url, token="tok-reviewer", tasks=True, elicitation=False)
+    yield wire
+    wire.close()
+
+
+def awaiting_approval(wire: Wire, assets: dict[str, str]) -> tuple[str, str]:
+    """A watermarked render paused for approval: (task id, the review link its `tasks/get` status message gives)."""
+    args = {
+        "source_asset_uri": assets["clip"],
+        "output_format": "mp4",
+        "resolution": "720p",
+        "watermark": {"image_asset_uri": assets["logo"], "position": "bottom_right", "opacity": 0.6},
+    }
+    task_id = wire.tool("vidforge_render_video", args)["taskId"]
+    waiting = poll_task(wire, task_id, lambda t: t["status"] == "input_required")
+    link = LINK.search(waiting["statusMessage"])
+    assert link is not None and f"/review/{task_id}?" in link[0], waiting["statusMessage"]
+    return task_id, link[0]
+
+
+def status_of(wire: Wire, task_id: str) -> str:
+    return wire.task("tasks/get", task_id)["result"]["status"]
+
+
+def test_approve_on_the_page_and_the_render_completes_with_the_watermark(server, assets, wire, browser, tmp_path):
+    task_id, link = awaiting_approval(wire, assets)
+    # A request declaring URL elicitation (with form too) gets URL mode, pointing at the same link.
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": URL_MODE,
+    }
+    asked = wire.call("tasks/get", {"taskId": task_id, "_meta": meta}, name=task_id)["result"]
+    request = asked["inputRequests"]["watermark-approval-1"]
+    validate(request["params"], "core", "ElicitRequestURLParams")
+    assert request["params"]["mode"] == "url" and request["params"]["url"] == link
+
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    response = page.goto(link)
+    assert response.status == 200
+    headers = response.headers
+    assert "frame-ancestors 'none'" in headers["content-security-policy"] and headers["x-frame-options"] == "DENY"
+    assert (headers["referrer-policy"], headers["cache-control"]) == ("no-referrer", "no-store")
+    page.wait_for_load_state("load")
+    sizes = page.eval_on_selector_all("img", "images => images.map(i => [i.id, i.naturalWidth, i.naturalHeight])")
+    assert sorted(sizes) == [["preview", 1280, 720], ["source", 1280, 720]]  # the output resolution, both loaded
+    text = page.inner_text("main")
+    for shown in ("bottom right", "60%", "MP4", "720p (1280 × 720 pixels)", "2.0 s", "Time left to decide", "minutes"):
+        assert shown in text, shown
+    page.screenshot(path=str(tmp_path / "review-page.png"), full_page=True)
+    (REPO / "docs").mkdir(exist_ok=True)
+    shutil.copyfile(tmp_path / "review-page.png", REPO / "docs" / "review-page.png")
+
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: one column, nothing wider than the screen
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+    page.get_by_label("Note (optional").focus()
+    page.keyboard.press("Tab")  # keyboard only: the Approve button is the next stop
+    assert page.evaluate("document.activeElement.textContent") == "Approve"
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Approved" in page.inner_text("#decision") and page.locator("form").count() == 0
+
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    assert done["status"] == "completed" and done["result"]["isError"] is False, done
+    assert done["result"]["structuredContent"]["watermark_applied"] is True
+    # The link, replayed: the page shows the decision read-only; the same decision again is a no-op, another one
+    # is refused as already recorded, and nothing changes.
+    assert page.goto(link).status == 200 and "Approved" in page.inner_text("#decision")
+    cap = parse_qs(urlsplit(link).query)["cap"][0]
+    path = urlsplit(link).path
+    same = httpx.post(server.base + path, data={"cap": cap, "decision": "approve"}, follow_redirects=False)
+    assert same.status_code == 303
+    other = httpx.post(server.base + path, data={"cap": cap, "decision": "reject", "note": "late"})
+    assert other.status_code == 409 and "approval_already_recorded" in other.text
+    assert status_of(wire, task_id) == "completed" and done == poll_task(wire, task_id, lambda t: True)
+    page.close()
+
+
+class ForeignSite:
+    """A page on another origin (another loopback port) whose form posts a decision to the review page."""
+
+    def __init__(self, action: str, cap: str) -> None:
+        form = (
+            f'<form method="post" action="{action}"><input type="hidden" name="cap" value="{cap}">'
+            '<button name="decision" value="approve" id="go">Win a prize</button></form>'
+        ).encode()
+
+        class Page(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(form)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Page)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_refused_links_change_nothing_and_a_rejection_with_a_note_reaches_the_agent(server, assets, wire, browser):
+    task_id, link = awaiting_approval(wire, assets)
+    other_id, other_link = awaiting_approval(wire, assets)
+    page = browser.new_page()
+    path, cap = urlsplit(link).path, parse_qs(urlsplit(link).query)["cap"][0]
+    key = (server.data_dir / KEY_FILE).read_text().strip()  # the state dir's key: craft a capability that expired
+    expired = ReviewSigner(key).token(ReviewCapability(task_id, 1, int(time.time()) - 1))
+    tampered = cap[:-3] + ("AAA" if not cap.endswith("AAA") else "BBB")
+    refused = [
+        (f"{server.base}{path}?cap={tampered}", 403, "not valid"),
+        (f"{server.base}/review/{other_id}?cap={cap}", 403, "not valid"),  # this task's link on another task
+        (f"{server.base}{path}?cap={expired}", 410, "expired"),
+        (f"{server.base}{path}", 403, "not valid"),
+    ]
+    for url, status, words in refused:
+        response = page.goto(url)
+        assert response.status == status, url
+        assert words in page.inner_text("h1") and response.headers["cache-control"] == "no-store"
+        assert page.locator("form").count() == 0
+    page.goto(f"{server.base}{path}/preview.png?cap={tampered}")  # the images need the same capability
+    assert "not valid" in page.inner_text("h1")
+
+    site = ForeignSite(server.base + path, cap)  # a cross-site POST with a valid capability
+    try:
+        page.goto(site.url)
+        with page.expect_navigation():
+            page.click("#go")
+        assert "another site" in page.inner_text("h1")
+    finally:
+        site.close()
+    assert status_of(wire, task_id) == status_of(wire, other_id) == "input_required"
+
+    # A 2025-era client reads the same link from the fallback status tool (its status_message).
+    legacy = httpx.post(
+        server.url,
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "vidforge_get_render_status", "arguments": {"render_id": other_id}},
+        },
+        headers={
+            "Authorization": "Bearer tok-reviewer",
+            "MCP-Protocol-Version": "2025-11-25",
+            "Accept": "application/json, text/event-stream",
+        },
+    ).json()["result"]["structuredContent"]
+    assert legacy["status_message"].endswith(f"Review the preview and decide in a browser: {other_link}")
+    assert legacy["watermark_preview_uri"] == f"vidforge://renders/{other_id}/watermark-preview.png"
+
+    page.goto(link)
+    page.get_by_label("Note (optional").fill("Make the logo smaller, please")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Reject").click()
+    assert "Rejected" in page.inner_text("#decision") and "Make the logo smaller" in page.inner_text("main")
+    done = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+    result = done["result"]
+    assert done["status"] == "completed" and result["isError"] is True
+    assert result["structuredContent"]["code"] == "watermark_rejected"
+    assert "Make the logo smaller, please" in result["content"][0]["text"]
+    wire.tool("vidforge_cancel_render", {"render_id": other_id})
+    page.close()

@@ -38,8 +38,10 @@ clients: $(PY_CLIENT_STAMPS) $(NODE_STAMP) $(HOSTS_STAMP)
 serve: $(STAMP)
 	$(BIN)/vidforge serve
 
+# Two workers, each taking whole test files (their module-scoped servers and clusters stay shared within a file):
+# most of a test's time is a server starting or a render's wait, so two files at once finish sooner on 2 cores.
 test: $(STAMP) clients
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The fast lane: the tests marked `fast` (in-process: no Ray, no server process, no encode), under a minute.
 test-fast: $(STAMP)

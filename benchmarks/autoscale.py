@@ -32,7 +32,7 @@ from render_kernels import RenderSpec, probe  # noqa: E402
 from serve_app.rendering.autoscaling import ElasticCluster  # noqa: E402
 from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRun  # noqa: E402
 from serve_app.rendering.scheduling import SegmentScheduler  # noqa: E402
-from tests.autoscaling_cluster import FakeAutoscalingCluster, cpu_worker  # noqa: E402
+from tests.autoscaling_cluster import HEAD_IP, FakeAutoscalingCluster, cpu_worker  # noqa: E402
 from tests.media import make_clip  # noqa: E402
 
 SAMPLE_S = 0.5
@@ -134,7 +134,12 @@ def main() -> int:
         clip = make_clip(str(root / "source.mp4"), seconds=args.seconds, fps=15, gop=15)
         info = probe(clip)
         cluster.start()
-        ray.init(address=cluster.address, namespace=f"bench-autoscale-{uuid.uuid4().hex}", log_to_driver=False)
+        ray.init(
+            address=cluster.address,
+            _node_ip_address=HEAD_IP,
+            namespace=f"bench-autoscale-{uuid.uuid4().hex}",
+            log_to_driver=False,
+        )
         elastic = ElasticCluster.of(str(root / "autoscaling.json"), 0, 0)
         pool = RenderPool(SegmentScheduler(elastic=elastic))
         jobs = [

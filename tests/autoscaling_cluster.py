@@ -19,40 +19,49 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from tests.cluster import RAY, own_ports
 from tests.harness import free_port, session_processes, wait_until
 
-RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 180
 OBJECT_STORE_BYTES = 200 * 1024**2  # per node: small segments only; spares the machine's /dev/shm
 HEAD_TYPE = "ray.head.default"
+# The head's address; the fake provider's worker nodes take 192.0.2.x. A driver must join through the head's
+# raylet: one joined through a worker node's raylet (Ray may pick any raylet on this host) dies with that node,
+# and so do the objects it owns.
+HEAD_IP = "127.0.0.1"
 
 
-def cpu_worker(cpus: int, max_workers: int) -> dict[str, Any]:
-    """An autoscaler node type of `cpus` CPUs, 0 to `max_workers` nodes."""
-    return {
-        "resources": {"CPU": cpus, "object_store_memory": OBJECT_STORE_BYTES},
-        "node_config": {},
-        "min_workers": 0,
-        "max_workers": max_workers,
-    }
+@dataclass(frozen=True)
+class NodeType:
+    """An autoscaler worker type: `cpus` CPUs and `gpus` declared GPUs (a resource name only: no device behind
+    it), 0 to `max_workers` nodes."""
+
+    cpus: int
+    max_workers: int
+    gpus: int = 0
+
+    def config(self) -> dict[str, object]:
+        resources = {"CPU": self.cpus, "object_store_memory": OBJECT_STORE_BYTES} | (
+            {"GPU": self.gpus} if self.gpus else {}
+        )
+        return {"resources": resources, "node_config": {}, "min_workers": 0, "max_workers": self.max_workers}
 
 
-def gpu_worker(cpus: int, max_workers: int) -> dict[str, Any]:
-    """A node type that declares one `GPU` (a resource name only: no device behind it)."""
-    node_type = cpu_worker(cpus, max_workers)
-    node_type["resources"]["GPU"] = 1
-    return node_type
+def cpu_worker(cpus: int, max_workers: int) -> NodeType:
+    return NodeType(cpus, max_workers)
+
+
+def gpu_worker(cpus: int, max_workers: int) -> NodeType:
+    return NodeType(cpus, max_workers, gpus=1)
 
 
 @dataclass
 class FakeAutoscalingCluster:
     root: Path  # short (unix socket paths under it are limited to 108 bytes)
-    worker_types: dict[str, dict[str, Any]]
+    worker_types: dict[str, NodeType]
     idle_timeout_minutes: float = 0.1
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
@@ -67,9 +76,9 @@ class FakeAutoscalingCluster:
 
     @property
     def max_workers(self) -> int:
-        return sum(t["max_workers"] for t in self.worker_types.values())
+        return sum(t.max_workers for t in self.worker_types.values())
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, object]:
         """The autoscaling config, as Ray's fake_multi_node example has it, with these worker types."""
         return {
             "cluster_name": "vidforge-fake",
@@ -83,7 +92,7 @@ class FakeAutoscalingCluster:
             },
             "available_node_types": {
                 HEAD_TYPE: {"resources": {"CPU": 0}, "node_config": {}, "max_workers": 0},
-                **self.worker_types,
+                **{name: node_type.config() for name, node_type in self.worker_types.items()},
             },
             "head_node_type": HEAD_TYPE,
             "auth": {},
@@ -124,7 +133,7 @@ class FakeAutoscalingCluster:
             "start",
             "--head",
             "--block",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={HEAD_IP}",
             f"--port={self.port}",
             "--num-cpus=0",
             f"--autoscaling-config={config_path}",
@@ -132,12 +141,7 @@ class FakeAutoscalingCluster:
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             "--include-dashboard=false",
             f"--ray-client-server-port={free_port()}",
-            f"--node-manager-port={free_port()}",
-            f"--object-manager-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
+            *own_ports(),
             "--disable-usage-stats",
         ]
         with open(self.log_path, "ab") as log:

@@ -32,6 +32,14 @@ START_TIMEOUT_S = 180
 OBJECT_STORE_BYTES = 300 * 1024**2  # small segments only; spares the machine's /dev/shm
 
 
+def own_ports() -> list[str]:
+    """`ray start` flags giving a node a free port for each of its own servers, so that several nodes and
+    clusters of tests share this machine (Ray's fixed defaults would collide)."""
+    servers = ("node-manager", "object-manager", "metrics-export", "runtime-env-agent")
+    servers += ("dashboard-agent-listen", "dashboard-agent-grpc")
+    return [f"--{server}-port={free_port()}" for server in servers]
+
+
 @dataclass
 class Node:
     """One `ray start --block` process; `name` is also a custom resource only this node has, which is how
@@ -105,12 +113,7 @@ class LocalCluster:
             f"--temp-dir={temp_dir}",
             f"--resources={json.dumps({name: 1})}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
-            f"--node-manager-port={free_port()}",
-            f"--object-manager-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
+            *own_ports(),
             "--disable-usage-stats",
             *args,
         ]

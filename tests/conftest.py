@@ -1,7 +1,8 @@
 """Shared pytest configuration, and the two `vidforge serve` processes the end-to-end modules share.
 
 A server start costs 15-30 s on a loaded 2-core machine, so every module whose checks hold on the shared
-settings uses one of two session-scoped servers instead of starting its own:
+settings uses one of two session-scoped servers instead of starting its own (one pair per worker of `make
+test`'s two, which take whole files each):
 
 - `shared_server`: bearer tokens. Its tokens file is the union of the `TOKENS` of the modules that use it, and
   no principal may belong to two modules, so quotas, idempotency keys and isolation checks stay per module.

@@ -115,6 +115,18 @@ def session_processes(sid: int) -> list[tuple[int, str]]:
     return found
 
 
+def run_vidforge(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`vidforge ARGS` run to its end (the CLI's module, from this checkout), `env` over this process's own."""
+    return subprocess.run(
+        [sys.executable, "-m", "serve_app.launch.cli", *args],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class ServerProcess:
     """`vidforge serve` as a subprocess with its own data dir, tokens and environment."""
 

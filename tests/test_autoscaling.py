@@ -41,7 +41,7 @@ from serve_app.launch.job_env import job_runtime_env
 from serve_app.rendering.autoscaling import ElasticCluster, ResourceDemand
 from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRun
 from serve_app.rendering.scheduling import SegmentScheduler
-from tests.autoscaling_cluster import FakeAutoscalingCluster, cpu_worker, gpu_worker
+from tests.autoscaling_cluster import HEAD_IP, FakeAutoscalingCluster, cpu_worker, gpu_worker
 from tests.harness import wait_until
 from tests.media import decode_all, make_clip
 
@@ -92,6 +92,7 @@ def cluster(bucket_env) -> Iterator[FakeAutoscalingCluster]:
         fake.start()
         ray.init(
             address=fake.address,
+            _node_ip_address=HEAD_IP,  # the head's raylet: a worker node's may be scaled away under the driver
             namespace=f"test-autoscaling-{uuid.uuid4().hex}",
             runtime_env=job_runtime_env(config, bucket_env),  # what a `vidforge serve` job ships to every worker
             log_to_driver=False,

@@ -146,6 +146,23 @@ def test_segments_run_on_both_worker_nodes_and_the_output_is_exact(cluster, serv
     )
 
 
+def test_serve_without_ray_address_runs_its_own_ray_beside_a_running_cluster(cluster, tmp_path):
+    """RAY_ADDRESS unset means an embedded Ray (README, `--ray-address` help). Ray's own `ray.init()` with no
+    address joins the last cluster `ray start` made on this host instead (the address it wrote to
+    $RAY_TMPDIR/ray/ray_current_cluster), so a `vidforge serve` started beside one deployed itself into that
+    cluster (seen when two test runs shared a machine). Here the file names this module's cluster."""
+    ray_tmp = Path(tempfile.mkdtemp(prefix="vfr-", dir="/tmp"))  # short: Ray's unix sockets go under it
+    try:
+        (ray_tmp / "ray").mkdir()
+        (ray_tmp / "ray" / "ray_current_cluster").write_text(cluster.address)
+        with ServerProcess(tmp_path / "data", env={"RAY_TMPDIR": str(ray_tmp)}) as alone:
+            log = alone.log_path.read_text().splitlines()
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    joined = [line for line in log if "vidforge: Ray cluster at" in line]
+    assert len(joined) == 1 and not joined[0].endswith(cluster.address), joined
+
+
 def test_worker_node_lost_mid_render_completes_on_the_other(cluster, server, s3_server, media, tmp_path):
     source, reference = media
     seen = set(segment_attempts(cluster, set()))

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 
 import httpx
 import httpx2
@@ -21,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.harness import PROTOCOL, REPO, TOOL_NAMES, ServerProcess, Wire, meta, validate
+from tests.harness import PROTOCOL, TOOL_NAMES, ServerProcess, Wire, meta, run_vidforge, validate
 
 pytestmark = pytest.mark.ray
 
@@ -143,13 +140,6 @@ def test_credentials(server):
 
 def test_refuses_non_loopback_bind_without_tokens(tmp_path):
     env = {"VIDFORGE_DATA_DIR": str(tmp_path)}
-    run = subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "serve", "--host", "0.0.0.0"],
-        cwd=REPO,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = run_vidforge("serve", "--host", "0.0.0.0", env=env, timeout=60)
     assert run.returncode == 2
     assert "VIDFORGE_TOKENS_FILE" in run.stderr

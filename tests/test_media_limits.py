@@ -8,15 +8,12 @@ time (the render's own isolated probe, and the per-render wall-clock limit).
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import httpx
 import pytest
 
-from tests.harness import REPO, TERMINAL, ServerProcess, Wire, poll_task, upload
+from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, run_vidforge, upload
 from tests.media import make_clip, make_watermark_png
 from tests.test_pathological_media import (
     write_audio_only,
@@ -139,14 +136,7 @@ def test_parser_crash_and_hang_fail_only_their_own_upload(server, media):
 
 def add_with_cli(server, path: str, **env: str) -> str:
     """`vidforge assets add` into the server's data dir, under other (higher) limits than the server's."""
-    done = subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "assets", "add", path, "--data-dir", str(server.data_dir)],
-        cwd=REPO,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_vidforge("assets", "add", path, "--data-dir", str(server.data_dir), env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
 
@@ -166,14 +156,8 @@ def test_limits_are_refused_at_create_from_the_stored_facts(server, media):
         "field": "source_asset_uri",
         "reason": "duration 5 s is over the 4 s limit (VIDFORGE_MAX_SOURCE_DURATION_S)",
     }
-    refused = subprocess.run(  # the CLI holds an operator's own uploads to the limits in force for it
-        [sys.executable, "-m", "serve_app.launch.cli", "assets", "add", long_clip, "--data-dir", str(server.data_dir)],
-        cwd=REPO,
-        env={**os.environ, **LIMITS},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # The CLI holds an operator's own uploads to the limits in force for it.
+    refused = run_vidforge("assets", "add", long_clip, "--data-dir", str(server.data_dir), env=LIMITS)
     assert refused.returncode == 2
     assert "over the 4 s limit (VIDFORGE_MAX_SOURCE_DURATION_S)" in refused.stderr
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import yaml
 
 from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_tokens
-from tests.harness import REPO
+from tests.harness import REPO, run_vidforge
 from tests.media import make_clip, make_watermark_png
 
 
@@ -27,13 +23,7 @@ def test_cluster_yaml_parses_with_head_gpu_and_cpu_node_types():
 
 
 def run_cli(*args, data_dir):
-    return subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "assets", "add", *args, "--data-dir", str(data_dir)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_vidforge("assets", "add", *args, "--data-dir", str(data_dir), timeout=120)
 
 
 def test_assets_add_prints_uri_last_and_rejects_unreadable_files(tmp_path):
@@ -78,14 +68,7 @@ def test_tokens_file_rules(tmp_path):
 
 
 def serve_cli(*args, env):
-    return subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "serve", *args],
-        cwd=REPO,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_vidforge("serve", *args, env=env, timeout=120)
 
 
 def test_oauth_settings_are_checked_before_serving(tmp_path):

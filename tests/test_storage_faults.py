@@ -11,14 +11,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import httpx
 import pytest
 
-from tests.harness import REPO, ServerProcess
+from tests.harness import ServerProcess, run_vidforge
 from tests.media import make_clip
 
 pytestmark = pytest.mark.ray
@@ -33,14 +29,7 @@ def test_serve_refuses_to_start_when_the_bucket_does_not_answer_a_worker(s3_serv
         "VIDFORGE_STORAGE_URL": f"s3://no-such-bucket-{tmp_path.name.lower().replace('_', '-')}/{PREFIX}",
         "PYTHONUNBUFFERED": "1",
     }
-    started = subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "serve", "--port", "0"],
-        cwd=REPO,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    started = run_vidforge("serve", "--port", "0", env=env, timeout=240)
     assert started.returncode == 2, started.stdout[-2000:] + started.stderr[-2000:]
     refusal = [line for line in started.stderr.splitlines() if line.startswith("vidforge: ")]
     assert len(refusal) == 1, started.stderr[-2000:]

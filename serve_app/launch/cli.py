@@ -34,7 +34,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     apply_ray_env_defaults()  # before ray.init: an embedded cluster's processes inherit this environment
     ray.init(
-        address=config.ray_address,
+        # Unset: an embedded Ray of its own. Not None: `ray.init(address=None)` joins the last cluster `ray start`
+        # made on this host (Ray reads /tmp/ray/ray_current_cluster), which is not what RAY_ADDRESS unset says.
+        address=config.ray_address or "local",
         namespace=config.namespace,
         include_dashboard=False,
         log_to_driver=False,

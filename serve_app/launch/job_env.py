@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from serve_app.config import Config
 
@@ -33,7 +32,7 @@ def job_env_vars(config: Config, environ: Mapping[str, str] = os.environ) -> dic
     return {name: environ[name] for name in names if environ.get(name)}
 
 
-def job_runtime_env(config: Config, environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
+def job_runtime_env(config: Config, environ: Mapping[str, str] = os.environ) -> dict[str, dict[str, str]] | None:
     """`ray.init`'s runtime_env for vidforge's job; None when nothing travels (as on a single node)."""
     env_vars = job_env_vars(config, environ)
     return {"env_vars": env_vars} if env_vars else None

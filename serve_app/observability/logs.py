@@ -42,7 +42,7 @@ def log_context(**fields: Any) -> Iterator[None]:
         _context.reset(token)
 
 
-def line_fields(record: logging.LogRecord) -> dict[str, Any]:
+def line_fields(record: logging.LogRecord) -> dict[str, object]:
     """The bound context and the record's own extras (the extras win)."""
     extras = {key: value for key, value in record.__dict__.items() if key not in _RECORD_FIELDS}
     return {**_context.get(), **extras}
@@ -53,7 +53,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields = line_fields(record)
-        line: dict[str, Any] = {
+        line: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,

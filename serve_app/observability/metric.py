@@ -23,21 +23,32 @@ from ray.util import metrics as ray_metrics
 
 OTHER_PRINCIPALS = "other"
 
-_state: dict[str, Any] = {"enabled": False, "max_principals": 0, "named": set()}
+
+@dataclass
+class _Recording:
+    """Whether this process records, and the principals its labels name (the rest fold into `other`)."""
+
+    enabled: bool = False
+    max_principals: int = 0
+    named: set[str] = field(default_factory=set)
+
+
+_state = _Recording()
 
 
 def enable_metrics(max_principals: int) -> None:
     """Record from now on in this process, naming at most `max_principals` principals in labels."""
-    _state.update(enabled=True, max_principals=max_principals, named=set())
+    _state.enabled, _state.max_principals = True, max_principals
+    _state.named.clear()
 
 
 def principal_label(principal: str) -> str:
     """`principal` as a label value: the first VIDFORGE_METRICS_MAX_PRINCIPALS principals this process labels keep
     their name, every later one is `other` (a label's values must stay few: each is a series Prometheus keeps)."""
-    named: set[str] = _state["named"]
+    named = _state.named
     if principal in named:
         return principal
-    if len(named) < _state["max_principals"]:
+    if len(named) < _state.max_principals:
         named.add(principal)
         return principal
     return OTHER_PRINCIPALS
@@ -72,7 +83,7 @@ class Metric:
             recorder.observe(value, tags=labels)
 
     def _ready(self) -> Any:
-        if not _state["enabled"]:
+        if not _state.enabled:
             return None
         if self._recorder is None:
             if self.kind == "counter":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import chain
 
 import av
 
@@ -11,6 +12,7 @@ from .errors import UnsupportedMedia
 from .probe import Media, SourceInfo, describe, main_video_stream, open_input, time_base
 
 DECODER_THREADS = 2  # decoding is bit-exact at any thread count; kept small as tasks run one per core
+SEEK_BACKOFF_S = 1.0  # how much further back a seek that landed past its keyframe tries next (doubling)
 
 
 @contextmanager
@@ -38,12 +40,34 @@ def frames_from(
     """
     decoder = decoder or stream.codec_context
     start_pts = round((info.start_time_s + start_s) / time_base(stream))
-    if start_s > 0:  # the first segment reads from the top; no seek needed
-        container.seek(start_pts, stream=stream, backward=True)
+    # The first segment reads from the top; no seek needed.
+    packets = _packets_from(container, stream, start_pts) if start_s > 0 else container.demux(stream)
     try:
-        for packet in container.demux(stream):
+        for packet in packets:
             for frame in decoder.decode(packet):
                 if frame.pts is None or frame.pts >= start_pts:
                     yield frame
     except av.FFmpegError as err:
         raise UnsupportedMedia(f"cannot decode: {describe(err)}") from err
+
+
+def _packets_from(
+    container: av.container.InputContainer, stream: av.VideoStream, start_pts: int
+) -> Iterator[av.Packet[av.VideoStream]]:
+    """The stream's packets from a keyframe at or before `start_pts` onwards.
+
+    A container without an index (MPEG-TS, MPEG-PS) seeks by bisecting timestamps and can land just past the
+    keyframe asked for; decoding from there gives nothing until the next keyframe, so a segment would come out
+    short. When the first packet read is already past `start_pts`, seek again further back (1 s, 2 s, 4 s ...),
+    down to the stream's start; the caller drops the frames before `start_pts`.
+    """
+    floor = stream.start_time or 0
+    backoff = max(1, round(SEEK_BACKOFF_S / time_base(stream)))
+    target = start_pts
+    while True:
+        container.seek(max(target, floor), stream=stream, backward=True)
+        packets = container.demux(stream)
+        first = next(packets, None)
+        if first is None or first.pts is None or first.pts <= start_pts or target <= floor:
+            return chain([first] if first is not None else [], packets)
+        target, backoff = target - backoff, backoff * 2

@@ -13,6 +13,7 @@ import av
 from .compose import FramePipeline
 from .decoders import open_video_decoder
 from .encoders import choose_video_encoder, open_video_encoder
+from .errors import UnsupportedMedia
 from .frames import frames_from, open_video
 from .plan import Segment
 from .probe import Media, SourceInfo, frame_rate
@@ -105,6 +106,11 @@ def encode_segment(
             encode_s += time.perf_counter() - t
             if on_frame is not None:
                 on_frame(out.frame_count)
+    if out.frame_count < segment.frame_count:  # a segment never comes out short: the file lost frames since probe
+        raise UnsupportedMedia(
+            f"cannot decode: frames {segment.start_frame + out.frame_count} to "
+            f"{segment.start_frame + segment.frame_count - 1} are missing"
+        )
     t = time.perf_counter()
     collect(encoder.encode(None))
     encode_s += time.perf_counter() - t

@@ -21,6 +21,11 @@ from tests.harness import SHARED_ALLOWED_ORIGIN, SHARED_ENV, ServerProcess
 def pytest_configure(config):
     config.addinivalue_line("markers", "ray: starts a local Ray instance (slow; deselect with -m 'not ray')")
     config.addinivalue_line("markers", "fast: in-process, no Ray, no server, no encode (`make test-fast`: -m fast)")
+    config.addinivalue_line(
+        "markers",
+        "solo: a whole autoscaling cluster, or a scrape that waits on Ray's metric export: `make test` runs these "
+        "alone, after the two-worker lane (beside another file's load, Ray's health checks and export lag fail them)",
+    )
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
@@ -224,30 +225,45 @@ def make_shown_clip(
     seconds: float = 2.0,
     fps: int = 10,
     gop: int = 10,
+    codec: str = "libx264",
+    container: str = "mp4",
+    vfr: bool = False,
+    start_s: float = 0.0,
+    hdr10: bool = False,
 ) -> str:
-    """Write an H.264 mp4 whose stored frames are width x height with the given display matrix (`rotation`
-    clockwise then `hflip`), sample aspect ratio, pixel format and interlacing, plus the `audio` tracks.
+    """Write a clip whose stored frames are width x height with the given display matrix (`rotation` clockwise
+    then `hflip`), sample aspect ratio, pixel format and interlacing, plus the `audio` tracks: H.264 in mp4 by
+    default, or another `codec` and `container` as cameras and editors write them.
 
-    Every frame, as shown, has the red marker top-left (shown_picture). Keyframes every `gop` frames.
+    Every frame, as shown, has the red marker top-left (shown_picture). Keyframes every `gop` frames. `vfr`: frame
+    durations cycle through 0.5, 1 and 1.5 of 1/fps (a phone's variable rate; the average stays `fps`);
+    `start_s`: the first frame's timestamp (a camera's running clock); `hdr10`: HEVC flagged BT.2020 PQ.
     """
     shown_w = round(width * sample_aspect[0] / sample_aspect[1])
     shown_w, shown_h = (height, shown_w) if rotation in (90, 270) else (shown_w, height)
-    with av.open(path, "w") as out:
-        video = out.add_stream("libx264", rate=fps)
+    with av.open(path, "w", format=_FORMAT.get(container, container)) as out:
+        # A variable rate in ticks of 1/(2*fps): frames last 1, 2 and 3 ticks in turn. Else a tick is a frame (AVI
+        # counts its frames in ticks).
+        ticks = 2 if vfr else 1
+        video = out.add_stream(codec, rate=fps, time_base=Fraction(1, ticks * fps))
         video.width, video.height, video.pix_fmt = width, height, pix_fmt
         video.codec_context.sample_aspect_ratio = Fraction(*sample_aspect)
+        video.codec_context.gop_size = gop
         if rotation or hflip:
             video.set_display_rotation(-rotation, hflip=hflip)  # PyAV's degrees are counter-clockwise
-        x264 = f"keyint={gop}:min-keyint={gop}:scenecut=0"
-        if interlaced:  # x264's interlaced (MBAFF) coding, top field first: frames are flagged interlaced
+        video.options = _encoder_options(codec, gop, interlaced, hdr10)
+        if interlaced:  # interlaced coding, top field first: frames are flagged interlaced
             video.codec_context.flags |= av.codec.context.Flags.interlaced_dct | av.codec.context.Flags.interlaced_me
-            x264 += ":tff=1"
-        video.options = {"preset": "superfast", "x264-params": x264}
-        sounds = [_add_audio_track(out, track) for track in audio]
+        if hdr10:
+            ctx = video.codec_context
+            ctx.color_primaries, ctx.color_trc, ctx.colorspace = 9, 16, 9  # BT.2020, SMPTE 2084 (PQ), BT.2020 NCL
+        sounds = [_add_audio_track(out, track, container) for track in audio]
+        pts = round(start_s * ticks * fps)
         for index in range(round(seconds * fps)):
             coded = coded_picture(shown_picture(index, shown_w, shown_h), rotation, hflip, width)
             frame = av.VideoFrame.from_ndarray(coded, format="rgb24")
-            frame.pts = index
+            frame.pts, frame.time_base = pts, video.codec_context.time_base
+            pts += (1, 2, 3)[index % 3] if vfr else 1
             out.mux(video.encode(frame))
         out.mux(video.encode(None))
         for sound, track in zip(sounds, audio):
@@ -255,8 +271,27 @@ def make_shown_clip(
     return path
 
 
-def _add_audio_track(out: av.container.OutputContainer, track: AudioTrack) -> av.AudioStream:
-    sound = out.add_stream("aac", rate=track.rate)
+def _encoder_options(codec: str, gop: int, interlaced: bool, hdr10: bool) -> dict[str, str]:
+    """Fast settings with keyframes exactly every `gop` frames (tests know where segments may start)."""
+    if codec == "libx264":
+        return {
+            "preset": "superfast",
+            "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0" + (":tff=1" if interlaced else ""),
+        }
+    if codec == "libx265":
+        hdr = ":hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc" if hdr10 else ""
+        return {"preset": "ultrafast", "x265-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:log-level=error{hdr}"}
+    if codec == "libvpx-vp9":
+        return {"deadline": "realtime", "cpu-used": "8"}
+    return {}  # intra-only (ProRes, MJPEG) or fixed GOP (MPEG-2: gop_size)
+
+
+# The audio codec each container is made with (what cameras and editors put there).
+_CONTAINER_AUDIO = {"mp4": "aac", "mov": "pcm_s16le", "webm": "libopus", "avi": "mp2", "mpegts": "mp2", "mkv": "aac"}
+
+
+def _add_audio_track(out: av.container.OutputContainer, track: AudioTrack, container: str) -> av.AudioStream:
+    sound = out.add_stream(_CONTAINER_AUDIO[container], rate=track.rate)
     sound.layout = track.layout
     # mp4 keeps one "enabled" track per kind: the first marked default, else the first; demuxers read that back.
     sound.disposition = av.stream.Disposition.default if track.default else av.stream.Disposition(0)
@@ -267,12 +302,14 @@ def _write_tones(out: av.container.OutputContainer, sound: av.AudioStream, track
     size = sound.codec_context.frame_size or 1024
     total = int(seconds * track.rate)
     tones = np.array(track.channel_tones())[:, None]
+    to_encoder = av.AudioResampler(format=sound.codec_context.format.name, layout=track.layout, rate=track.rate)
     for start in range(0, total, size):
         t = np.arange(start, min(start + size, total)) / track.rate
         samples = (track.level * np.sin(2 * math.pi * tones * t)).astype(np.float32)
         frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout=track.layout)
         frame.sample_rate, frame.pts, frame.time_base = track.rate, start, Fraction(1, track.rate)
-        out.mux(sound.encode(frame))
+        for converted in to_encoder.resample(frame):  # the codec's own sample format (s16 for PCM and MP2)
+            out.mux(sound.encode(converted))
     out.mux(sound.encode(None))
 
 
@@ -291,6 +328,14 @@ def make_empty(path: str) -> str:
 
 # The real-world corpus: name -> make_shown_clip arguments. Small (<= 320 px, 2 s at 10 fps) for a loaded CI.
 REAL_WORLD_CORPUS: dict[str, dict] = {
+    # What phones, cameras and editors write besides H.264 in mp4.
+    "phone_vfr": {"width": 320, "height": 180, "vfr": True},
+    "camera_clock_offset_10s": {"width": 320, "height": 180, "start_s": 10.0},
+    "hdr10_hevc": {"width": 320, "height": 180, "codec": "libx265", "pix_fmt": "yuv420p10le", "hdr10": True},
+    "vp9_opus_webm": {"width": 320, "height": 180, "codec": "libvpx-vp9", "container": "webm"},
+    "prores_mov": {"width": 320, "height": 180, "codec": "prores_ks", "pix_fmt": "yuv422p10le", "container": "mov"},
+    "mjpeg_avi": {"width": 320, "height": 180, "codec": "mjpeg", "pix_fmt": "yuvj420p", "container": "avi"},
+    "mpeg2_ts": {"width": 320, "height": 180, "codec": "mpeg2video", "container": "mpegts"},
     "phone_portrait_90": {"width": 320, "height": 180, "rotation": 90},  # a phone held upright
     "upside_down_180": {"width": 320, "height": 180, "rotation": 180},
     "portrait_270": {"width": 320, "height": 180, "rotation": 270},
@@ -313,6 +358,41 @@ REAL_WORLD_CORPUS: dict[str, dict] = {
         "audio": (AudioTrack("mono", 44100, 300.0), AudioTrack("stereo", 48000, 1000.0, default=True)),
     },
 }
+
+
+# The displayed size of each corpus source rendered at 720p: the short side is 720.
+SHOWN_720P = {
+    "phone_portrait_90": (720, 1280),
+    "upside_down_180": (1280, 720),
+    "portrait_270": (720, 1280),
+    "mirrored_selfie": (1280, 720),
+    "mirrored_portrait_90": (720, 1280),
+    "ntsc_dvd_32_27": (1280, 720),  # 240x160 shown 284.4x160: 16:9
+    "pal_dv_16_15": (960, 720),  # 180x144 shown 192x144: 4:3
+    "hdv_4_3": (1280, 720),
+    "anamorphic_portrait_90": (720, 1280),
+    "vertical_9_16": (720, 1280),
+    "square_1_1": (720, 720),
+    "interlaced_tff": (1280, 720),
+    "ten_bit": (1280, 720),
+    "chroma_422": (1280, 720),
+    "surround_5_1": (1280, 720),
+    "second_track_default": (1280, 720),
+    "phone_vfr": (1280, 720),
+    "camera_clock_offset_10s": (1280, 720),
+    "hdr10_hevc": (1280, 720),
+    "vp9_opus_webm": (1280, 720),
+    "prores_mov": (1280, 720),
+    "mjpeg_avi": (1280, 720),
+    "mpeg2_ts": (1280, 720),
+}
+
+
+def make_corpus_source(directory: Path, name: str) -> str:
+    """The corpus source `name`, written into `directory` under the extension its container is known by."""
+    container = REAL_WORLD_CORPUS[name].get("container", "mp4")
+    extension = {"mpegts": "ts", "matroska": "mkv"}.get(container, container)
+    return make_shown_clip(str(directory / f"{name}.{extension}"), **REAL_WORLD_CORPUS[name])
 
 
 def decode_audio(path: str) -> tuple[int, np.ndarray]:

@@ -45,7 +45,7 @@ from tests.autoscaling_cluster import HEAD_IP, FakeAutoscalingCluster, cpu_worke
 from tests.harness import wait_until
 from tests.media import decode_all, make_clip
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.solo]
 
 SECONDS = 4.0  # two segments of 2 s (a keyframe every second)
 FPS = 15

@@ -70,7 +70,7 @@ def test_every_dashboard_expression_names_metrics_vidforge_exports_and_labels_th
 
 
 def test_principals_past_the_limit_fold_into_other(monkeypatch):
-    monkeypatch.setattr(metric, "_state", {"enabled": False, "max_principals": 2, "named": set()})
+    monkeypatch.setattr(metric, "_state", metric._Recording(max_principals=2))
     assert [metric.principal_label(p) for p in ("a", "b", "c", "a", "d")] == ["a", "b", "other", "a", "other"]
 
 

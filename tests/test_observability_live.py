@@ -27,6 +27,7 @@ from tests.media import make_clip, make_watermark_png
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 pytestmark = [
     pytest.mark.ray,
+    pytest.mark.solo,
     pytest.mark.skipif(
         not Path(PROMETHEUS).exists(), reason="no prometheus binary: `apt-get install -y prometheus` (.ci/run does)"
     ),

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 from media import (
     REAL_WORLD_CORPUS,
+    SHOWN_720P,
     coded_picture,
     decode_audio,
     dominant_hz,
     make_clip,
+    make_corpus_source,
     make_empty,
-    make_shown_clip,
     make_truncated,
     make_watermark_png,
     marker_corner,
@@ -54,26 +55,6 @@ W = 1 << 30  # its last element: 1.0 in 2.30
 # ffmpeg CLI shows it turned a quarter clockwise (transpose=clock).
 PHONE_PORTRAIT_MATRIX = (0, ONE, 0, -ONE, 0, 0, 0, 0, W)
 
-# The displayed size of each corpus source rendered at 720p: the short side is 720.
-SIZE_720P = {
-    "phone_portrait_90": (720, 1280),
-    "upside_down_180": (1280, 720),
-    "portrait_270": (720, 1280),
-    "mirrored_selfie": (1280, 720),
-    "mirrored_portrait_90": (720, 1280),
-    "ntsc_dvd_32_27": (1280, 720),  # 240x160 shown 284.4x160: 16:9
-    "pal_dv_16_15": (960, 720),  # 180x144 shown 192x144: 4:3
-    "hdv_4_3": (1280, 720),
-    "anamorphic_portrait_90": (720, 1280),
-    "vertical_9_16": (720, 1280),
-    "square_1_1": (720, 720),
-    "interlaced_tff": (1280, 720),
-    "ten_bit": (1280, 720),
-    "chroma_422": (1280, 720),
-    "surround_5_1": (1280, 720),
-    "second_track_default": (1280, 720),
-}
-
 
 @pytest.fixture(scope="module")
 def media_dir(tmp_path_factory):
@@ -82,13 +63,13 @@ def media_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def corpus(media_dir) -> dict[str, str]:
-    return {name: make_shown_clip(str(media_dir / f"{name}.mp4"), **args) for name, args in REAL_WORLD_CORPUS.items()}
+    return {name: make_corpus_source(media_dir, name) for name in REAL_WORLD_CORPUS}
 
 
 def render(source: str, spec: RenderSpec, out_path: str) -> str:
     """The whole pipeline as the driver runs it, serially, in two segments (so the seam is rendered too)."""
     info = probe(source)
-    segments = plan_segments(info, workers=2, min_segment_s=1.0)
+    segments = plan_segments(info, workers=2, min_segment_s=0.5)  # a keyframe a second (0.95 s into the VFR one)
     assert len(segments) == 2
     encoded = [encode_segment(source, segment, spec, info) for segment in segments]
     return mux_segments(encoded, encode_audio(source, spec.output_format), spec.output_format, out_path, info.fps).path
@@ -107,14 +88,14 @@ def rendered(corpus, media_dir):
     return get
 
 
-def check_shown_output(path: str, size: tuple[int, int]) -> None:
-    """`path` shows `size` square pixels, upright (marker top-left in every frame), FRAMES frames, SECONDS long,
+def check_shown_output(path: str, size: tuple[int, int], seconds: float = SECONDS) -> None:
+    """`path` shows `size` square pixels, upright (marker top-left in every frame), FRAMES frames, `seconds` long,
     with no display matrix in the stream or on any frame."""
     with av.open(path) as container:
         video = container.streams.video[0]
         assert (video.codec_context.width, video.codec_context.height) == size
         assert video.sample_aspect_ratio in (None, 0, 1)
-        assert container.duration / av.time_base == pytest.approx(SECONDS, abs=0.03)
+        assert float(video.duration * video.time_base) == pytest.approx(seconds, abs=0.03)  # the video's own
         frames = 0
         for frame in container.decode(video):
             assert frame.rotation == 0 and "DISPLAYMATRIX" not in {s.type.name for s in frame.side_data}
@@ -144,9 +125,10 @@ def test_small_vertical_video_renders_at_720_short_side(rendered):
 # --- the whole corpus --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(SIZE_720P))
-def test_every_source_renders_as_shown(rendered, name):
-    check_shown_output(rendered(name), SIZE_720P[name])
+@pytest.mark.parametrize("name", sorted(SHOWN_720P))
+def test_every_source_renders_as_shown(corpus, rendered, name):
+    # Constant frame rate at the source's average: a variable-rate source lasts its frames at that rate.
+    check_shown_output(rendered(name), SHOWN_720P[name], probe(corpus[name]).duration_s)
 
 
 @pytest.mark.parametrize(

@@ -328,7 +328,8 @@ def make_empty(path: str) -> str:
 
 # The real-world corpus: name -> make_shown_clip arguments. Small (<= 320 px, 2 s at 10 fps) for a loaded CI.
 REAL_WORLD_CORPUS: dict[str, dict] = {
-    # What phones, cameras and editors write besides H.264 in mp4.
+    # What phones, cameras and editors write besides H.264 in mp4. (Every H.264 and HEVC mp4 here has B-frames, so
+    # the muxer writes an edit list for their delay; the clock-offset one starts 10 s into its timeline as well.)
     "phone_vfr": {"width": 320, "height": 180, "vfr": True},
     "camera_clock_offset_10s": {"width": 320, "height": 180, "start_s": 10.0},
     "hdr10_hevc": {"width": 320, "height": 180, "codec": "libx265", "pix_fmt": "yuv420p10le", "hdr10": True},
@@ -346,6 +347,8 @@ REAL_WORLD_CORPUS: dict[str, dict] = {
     "hdv_4_3": {"width": 240, "height": 180, "sample_aspect": (4, 3)},  # 1440x1080 shown 1920x1080
     "anamorphic_portrait_90": {"width": 240, "height": 160, "sample_aspect": (32, 27), "rotation": 90},
     "vertical_9_16": {"width": 180, "height": 320},  # a small vertical video (stored upright)
+    "vertical_360x640": {"width": 360, "height": 640},  # the issue's own: it came out 404x720 at 720p
+    "square_480": {"width": 480, "height": 480},
     "square_1_1": {"width": 240, "height": 240},
     "interlaced_tff": {"width": 320, "height": 180, "interlaced": True},
     "ten_bit": {"width": 320, "height": 180, "pix_fmt": "yuv420p10le"},
@@ -372,6 +375,8 @@ SHOWN_720P = {
     "hdv_4_3": (1280, 720),
     "anamorphic_portrait_90": (720, 1280),
     "vertical_9_16": (720, 1280),
+    "vertical_360x640": (720, 1280),
+    "square_480": (720, 720),
     "square_1_1": (720, 720),
     "interlaced_tff": (1280, 720),
     "ten_bit": (1280, 720),

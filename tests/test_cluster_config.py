@@ -161,7 +161,10 @@ def test_rayservice_manifest_has_what_kuberay_needs():
         assert group["rayStartParams"]["metrics-export-port"] == "8080"
     head_container = head_pod["containers"][0]
     assert {"containerPort": 8080, "name": "metrics"} in head_container["ports"]
-    assert head_container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": application.args["port"]}
+    readiness = head_container["readinessProbe"]["exec"]["command"]  # ready before the app is up: KubeRay waits
+    assert readiness[:2] == ["python", "-c"] and "'/readyz'" in readiness[2] and "8000" in readiness[2]
+    assert application.args["port"] == 8000
+    compile(readiness[2], "readinessProbe", "exec")
     liveness = head_container["livenessProbe"]["exec"]["command"]
     assert liveness[:2] == ["python", "-c"] and "'/healthz'" in liveness[2] and "(200, 401)" in liveness[2]
     compile(liveness[2], "livenessProbe", "exec")  # the one-liner is Python

@@ -14,7 +14,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.harness import ServerProcess, run_vidforge
+from tests.harness import ServerProcess, Wire, run_vidforge, upload
 from tests.media import make_clip
 
 pytestmark = pytest.mark.ray
@@ -66,3 +66,19 @@ def test_a_bucket_gone_while_serving_is_a_temporary_fault_in_the_envelope(server
 
     finally:
         client.create_bucket(Bucket=s3_server.bucket)
+
+
+def test_a_store_that_stops_answering_is_a_temporary_fault_on_the_mcp_surface(server, s3_server, tmp_path):
+    """The MCP side of a storage outage (the S3 server stopped: connections refused): a render of an uploaded asset
+    is the contract's envelope, temporary, not `source_not_found` (the asset is there) nor a transport failure.
+    The module's last test: the S3 server comes back empty."""
+    uploaded = upload(server, make_clip(str(tmp_path / "clip.mp4"), seconds=1.0))
+    s3_server.stop()
+    try:
+        arguments = {"source_asset_uri": uploaded, "output_format": "mp4", "resolution": "720p"}
+        result = Wire(server.url).tool("vidforge_render_video", arguments)
+    finally:
+        s3_server.start()
+    assert result["isError"] is True, result
+    envelope = result["structuredContent"]
+    assert envelope["temporary"] is True and envelope["code"] != "source_not_found", envelope

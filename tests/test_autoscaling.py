@@ -235,8 +235,23 @@ def test_one_tenants_flood_asks_for_no_more_than_its_cap(cluster, media):
     print(f"\nflood: 20 renders of one principal, cap {cap}: (scheduler CPUs, requested bundles) {seen}")
 
 
+def test_auto_runs_on_cpu_nodes_when_no_gpu_node_comes_within_the_wait(cluster, media, tmp_path):
+    """VIDFORGE_GPU=auto on a cluster whose autoscaler offers a GPU node type but has none up: a render the GPU path
+    would serve waits VIDFORGE_GPU_WAIT_S (0 here) for one, then runs on CPU nodes and says so."""
+    wait_until(lambda: not workers_up("GPU"), NODE_DEADLINE_S, interval=0.5, message="no GPU node up")
+    pool = elastic_pool(cluster)
+    run = RenderRun(job(media, "dave", gpu="auto"), Hooks(), pool)
+    try:
+        result = asyncio.run(render_all([run]))[0]
+    finally:
+        pool.close()
+    assert frames_of(media, result.path, tmp_path) == round(SECONDS * FPS)
+    # Software codecs, chosen without a GPU node (the segments may still use a GPU node's CPUs if one starts).
+    assert placement_of(run).startswith("Placement: CPU nodes (no GPU node started within VIDFORGE_GPU_WAIT_S, 0 s)")
+
+
 def test_a_render_that_requires_a_gpu_starts_the_gpu_node_type(cluster, media, tmp_path):
-    assert not workers_up("GPU")
+    wait_until(lambda: not workers_up("GPU"), NODE_DEADLINE_S, interval=0.5, message="no GPU node up")
     pool = elastic_pool(cluster)
     run = RenderRun(job(media, "carol", gpu="require"), Hooks(), pool)
     started = time.monotonic()

@@ -28,9 +28,8 @@ from tests.harness import free_port, session_processes, wait_until
 START_TIMEOUT_S = 180
 OBJECT_STORE_BYTES = 200 * 1024**2  # per node: small segments only; spares the machine's /dev/shm
 HEAD_TYPE = "ray.head.default"
-# The head's address; the fake provider's worker nodes take 192.0.2.x. A driver must join through the head's
-# raylet: one joined through a worker node's raylet (Ray may pick any raylet on this host) dies with that node,
-# and so do the objects it owns.
+# The head's address. A test's driver joins through the head's raylet, which stays for the whole test, rather than
+# any raylet Ray finds on this host: worker nodes come and go under the autoscaler.
 HEAD_IP = "127.0.0.1"
 
 

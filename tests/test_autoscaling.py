@@ -92,7 +92,7 @@ def cluster(bucket_env) -> Iterator[FakeAutoscalingCluster]:
         fake.start()
         ray.init(
             address=fake.address,
-            _node_ip_address=HEAD_IP,  # the head's raylet: a worker node's may be scaled away under the driver
+            _node_ip_address=HEAD_IP,  # the head's raylet: worker nodes are scaled away
             namespace=f"test-autoscaling-{uuid.uuid4().hex}",
             runtime_env=job_runtime_env(config, bucket_env),  # what a `vidforge serve` job ships to every worker
             log_to_driver=False,

@@ -172,7 +172,12 @@ def test_a_batch_scales_out_runs_on_the_new_nodes_and_scales_back_in(cluster, me
         while not rendering.done():
             samples.append((time.monotonic() - started, len(workers_up()), pool.scheduler.demand().cpus))
             await asyncio.sleep(0.5)
-        return await rendering
+        done = await rendering
+        # The scheduler's tick withdraws the standing request within a second of the queue draining.
+        withdrawn = time.monotonic() + NODE_DEADLINE_S
+        while pool.scheduler.elastic.publisher.published != ResourceDemand() and time.monotonic() < withdrawn:
+            await asyncio.sleep(0.2)
+        return done
 
     started = time.monotonic()
     try:

@@ -57,12 +57,15 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
 # Render speed against ffmpeg (the driver alone; one render through MCP, with the stage breakdown and the memory of
-# 4k renders of 30, 60 and 120 s; a batch of 8 renders), the control plane, then the reliability runs (ingress
-# isolation, chaos, 10 000-request fuzz) as the README's table; `benchmarks/reliability.py --write-readme`
-# rewrites that table from a fresh run. Run it on an otherwise idle machine: every figure is a wall time.
+# 4k renders of 30, 60 and 120 s; the source matrix through MCP and the encodes' BD-rate; a batch of 8 renders), the
+# control plane, then the reliability runs (ingress isolation, chaos, 10 000-request fuzz) as the README's table;
+# `benchmarks/reliability.py --write-readme` rewrites that table from a fresh run. Run it on an otherwise idle
+# machine: every figure is a wall time.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
 	$(BIN)/python benchmarks/render_throughput.py --mcp --seconds 30 --memory 30,60,120
+	$(BIN)/python benchmarks/render_matrix.py
+	$(BIN)/python benchmarks/rate_distortion.py
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3
 	$(BIN)/python benchmarks/control_plane.py
 	$(BIN)/python benchmarks/reliability.py

@@ -196,7 +196,7 @@ KINDS = (
     ("encode_segment_parts", "segment worker"),
     ("mux_stored_segments", "mux"),
     ("encode_audio_parts", "audio worker"),
-    ("render_preview", "preview"),
+    ("render_pictures", "preview"),
     ("MediaParser", "media parser"),
     ("TaskRegistry", "registry"),
     ("FrameTally", "progress tally"),

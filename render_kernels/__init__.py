@@ -7,7 +7,7 @@ leave the function that decoded them.
 
 from .audio import EncodedAudio, encode_audio
 from .decoders import choose_video_decoder
-from .encoders import choose_video_encoder
+from .encoders import choose_video_encoder, segment_encoder_threads
 from .errors import UnsupportedMedia
 from .images import image_size, probe_image
 from .mux import MuxStats, mux_segments
@@ -33,6 +33,7 @@ __all__ = [
     "WatermarkSpec",
     "choose_video_decoder",
     "choose_video_encoder",
+    "segment_encoder_threads",
     "encode_audio",
     "encode_segment",
     "image_size",

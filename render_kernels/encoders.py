@@ -13,7 +13,7 @@ import av
 
 from .spec import FORMAT_ENCODERS
 
-ENCODER_THREADS = 2
+ENCODER_THREADS = 2  # a segment's encoder threads when its render does not say (RenderSpec.encoder_threads)
 X264_OPTIONS = {"preset": "veryfast", "crf": "23"}
 NVENC_OPTIONS = {"preset": "p4", "tune": "hq", "rc": "vbr", "cq": "23"}
 # Realtime deadline with high cpu-used: several times faster than "good" at a modest size cost.
@@ -29,8 +29,22 @@ LARGE_FRAME_X264_OPTIONS = {"x264-params": "sync-lookahead=0"}
 LARGE_FRAME_THREADS = 1
 
 
-def open_video_encoder(codec: str, width: int, height: int, rate: Fraction) -> av.VideoCodecContext:
-    """A fresh, opened yuv420p encoder whose packet timestamps count frames (time base 1/rate).
+def segment_encoder_threads(cpus: int, segments: int) -> int:
+    """Encoder threads for each of a render's `segments` when `cpus` CPUs are there for them: the CPUs each segment
+    has to itself, from 1 up to ENCODER_THREADS.
+
+    x264's frame threads cost CPU to keep in step: one 720p encode through PyAV took 4.5-4.9 CPU-s with one thread
+    and 5.2-5.7 with two (`benchmarks/render_throughput.py`'s clip, on a 2-core machine). Where every CPU has a
+    segment of its own, a second thread only adds that cost; where a render has fewer segments than CPUs (a
+    source with sparse keyframes cuts into few), the threads are what keeps the other CPUs working."""
+    return max(1, min(ENCODER_THREADS, cpus // max(1, segments)))
+
+
+def open_video_encoder(
+    codec: str, width: int, height: int, rate: Fraction, threads: int = ENCODER_THREADS
+) -> av.VideoCodecContext:
+    """A fresh, opened yuv420p encoder whose packet timestamps count frames (time base 1/rate), encoding with
+    `threads` threads (x264 frames of 4k and more: LARGE_FRAME_THREADS).
 
     Global headers: parameter sets go to `extradata` (for the mp4/mov avcC box) instead of in-band only.
     """
@@ -42,9 +56,9 @@ def open_video_encoder(codec: str, width: int, height: int, rate: Fraction) -> a
     encoder.framerate = rate
     encoder.bit_rate = 0  # constant quality (crf/cq), not libavcodec's default 200 kb/s target
     large_x264 = codec == "libx264" and width * height > LARGE_FRAME_PIXELS
-    encoder.thread_count = LARGE_FRAME_THREADS if large_x264 else ENCODER_THREADS
-    # Frame threads, as the ffmpeg CLI uses: PyAV defaults to slice threads, which cut every frame into
-    # ENCODER_THREADS slices and cost ~8 % in size at the same CRF. Still deterministic for a fixed count.
+    encoder.thread_count = LARGE_FRAME_THREADS if large_x264 else threads
+    # Frame threads, as the ffmpeg CLI uses: PyAV defaults to slice threads, which cut every frame into one
+    # slice per thread and cost ~8 % in size at the same CRF. Still deterministic for a fixed count.
     encoder.thread_type = "FRAME"
     encoder.flags |= av.codec.context.Flags.global_header
     options = dict(ENCODER_OPTIONS[codec])

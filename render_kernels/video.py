@@ -12,7 +12,7 @@ import av
 
 from .compose import FramePipeline
 from .decoders import open_video_decoder
-from .encoders import choose_video_encoder, open_video_encoder
+from .encoders import ENCODER_THREADS, choose_video_encoder, open_video_encoder
 from .errors import UnsupportedMedia
 from .frames import frames_from, open_video
 from .plan import Segment
@@ -66,7 +66,7 @@ def encode_segment(
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
     width, height = output_size(*info.display_size(), spec.resolution)
-    encoder = open_video_encoder(codec, width, height, frame_rate(info.fps))
+    encoder = open_video_encoder(codec, width, height, frame_rate(info.fps), spec.encoder_threads or ENCODER_THREADS)
     tb = encoder.time_base
     out = EncodedSegment(
         index=segment.index,

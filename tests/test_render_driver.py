@@ -214,6 +214,28 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     assert hooks.progress_calls[-1].frames_done == stats.frame_count
 
 
+@pytest.mark.parametrize(("workers", "threads"), [(2, 1), (1, 2)])
+def test_segments_encode_with_the_threads_their_plan_leaves_them(
+    cluster, media, tmp_path, monkeypatch, workers, threads
+):
+    """As many segments as CPUs: one encoder thread each (a second only costs CPU); one segment on two CPUs: two
+    threads. Fixed in the spec every segment (and a retry of it) gets, so the bytes do not depend on the node."""
+
+    def records_threads(source_path, segment, spec, info, tally):
+        summary, encoded = render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
+        return {**summary, "threads": spec.encoder_threads}, encoded
+
+    monkeypatch.setattr(
+        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(records_threads)
+    )
+    job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=workers)
+    run = RenderRun(job, Hooks())
+    asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
+    assert [s["threads"] for s in run.segment_stats] == [threads] * workers
+    assert probe(job.out_path).frame_count == SECONDS * FPS
+    assert "plan" in run.stages
+
+
 def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_path, monkeypatch):
     marker = str(tmp_path / "died-once")
 

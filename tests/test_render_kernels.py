@@ -32,7 +32,7 @@ from render_kernels import (
     render_preview,
 )
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN
-from render_kernels.encoders import nvenc_available
+from render_kernels.encoders import nvenc_available, segment_encoder_threads
 from render_kernels.probe import MediaLimits
 
 FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
@@ -258,6 +258,26 @@ def test_spec_validation(red_png):
         WatermarkSpec(red_png, opacity=1.5)
     with pytest.raises(ValueError):
         RenderSpec("webm", "720p", video_encoder="libx264")
+    with pytest.raises(ValueError):
+        RenderSpec("mp4", "720p", encoder_threads=0)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "segments", "threads"), [(2, 2, 1), (2, 1, 2), (16, 16, 1), (16, 2, 2), (1, 3, 1), (3, 2, 1)]
+)
+def test_each_segment_encodes_with_the_cpus_it_has_to_itself(cpus, segments, threads):
+    assert segment_encoder_threads(cpus, segments) == threads
+
+
+def test_the_encoder_thread_count_is_the_specs(clip):
+    """The same segment with one and with two threads: both whole and alike, and the bytes follow the count (so
+    the driver fixes it once per render)."""
+    info = probe(clip)
+    segment = plan_segments(info, 1)[0]
+    one, two = (encode_segment(clip, segment, RenderSpec("mp4", "720p", encoder_threads=n), info) for n in (1, 2))
+    assert one.frame_count == two.frame_count == info.frame_count
+    assert one.packets != two.packets
+    assert encode_segment(clip, segment, RenderSpec("mp4", "720p", encoder_threads=1), info).packets == one.packets
 
 
 def nvenc_opens_here() -> bool:

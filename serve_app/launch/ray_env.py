@@ -23,6 +23,14 @@ and a batch of renders through it cost more CPU than the same jobs as ffmpeg pro
   every process on its node this often, for the dashboard's node view and the node metrics it exports; a render
   node runs a dozen or more. The agent went from 0.26 to 0.14 CPU-s per 30 s idle; those figures are 30 s old at
   worst (Prometheus commonly scrapes every 15–60 s).
+- `RAY_idle_worker_killing_time_threshold_ms` 300000 (default 1000). Ray keeps as many idle worker processes as the
+  node has CPUs and ends any more after this long idle. A render runs more tasks than it takes CPUs: beside its
+  segments, the CPU-less watermark preview, source frame, ride-along audio and mux (see
+  serve_app.rendering.render_driver). With Ray's second, the workers those ran were gone before the next render,
+  which started them again in its own path: ~1 CPU-s each (Python, Ray, the kernels' imports), on the cores its
+  segments encode on. A 10 s 1080p render on a warm 2-core server took 1.39 x the ffmpeg CLI's time with Ray's
+  default and 1.01 x with five minutes (`benchmarks/render_throughput.py --mcp --seconds 10`); an idle server gives
+  the extra workers back five minutes after its last render.
 
 The first two took an idle server from 3.2 to 2.2 CPU-s per 30 s; the log monitor's and Serve's metrics settings,
 measured the same hour on a slower day, from 2.8 to 2.3; the reporter's, another 0.1. What is left is mostly a
@@ -47,6 +55,7 @@ RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0",
     "LOG_NAME_UPDATE_INTERVAL_S": "5",
     "REPORTER_UPDATE_INTERVAL_MS": "30000",
+    "RAY_idle_worker_killing_time_threshold_ms": "300000",
 }
 
 

@@ -16,7 +16,9 @@ the video is, and the mux one segment at a time.
 Sharing the cluster: the CPU tasks (audio, segments) are not handed to Ray at once but queued in the
 `RenderPool`'s SegmentScheduler (serve_app.rendering.scheduling), shared by every render of a supervisor, which starts
 them as CPUs free up, round-robin across principals and FIFO within one; the plan's segment count adapts to
-the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead.
+the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead. Each segment's
+encoder gets the CPUs it has to itself as threads (render_kernels.segment_encoder_threads): one where every CPU has
+a segment, as a frame thread more only costs CPU there.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at most every
 PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally (one for all renders of the pool, each run under
@@ -75,7 +77,6 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -93,9 +94,10 @@ from render_kernels import (
     output_size,
     plan_segments,
     read_source,
-    render_preview,
+    segment_encoder_threads,
 )
 from render_kernels.decoders import NVDEC_DECODERS
+from render_kernels.preview import PREVIEW_AT
 from render_kernels.probe import MediaLimits
 from render_kernels.spec import FORMAT_ENCODERS
 from serve_app.config import Config
@@ -111,6 +113,7 @@ from serve_app.rendering.render_tasks import (
     encode_audio_parts,
     encode_segment_parts,
     mux_stored_segments,
+    render_pictures,
 )
 from serve_app.rendering.scheduling import Dispatched, SegmentScheduler
 
@@ -181,9 +184,9 @@ _audio_task = ray.remote(num_returns=2, **TASK_OPTIONS)(encode_audio_parts)
 # No CPU for Ray (see "Where things run"): the scheduler counts the mux on the CPU its render's last task freed.
 _mux_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(mux_stored_segments)
 _codecs_task = ray.remote(num_cpus=0, num_gpus=CODEC_CHOICE_GPU_SHARE, max_retries=3)(choose_codecs)
-# The watermark preview of a source the upload's parse vetted (see "Where things run"). No CPU: it must start
-# while the segments hold every core, and it decodes a few frames.
-_preview_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(render_preview)
+# The watermark preview of a source the upload's parse vetted, and the source's first frame (see "Where things
+# run"). No CPU: it must start while the segments hold every core, and it decodes a few frames.
+_pictures_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(render_pictures)
 # No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
 _tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
 
@@ -277,8 +280,9 @@ async def run_render(job: RenderJob, hooks: RenderHooks, pool: RenderPool | None
 
 @dataclass
 class RenderRun:
-    """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe, preview,
-    source_frame, queue: the wait for the first CPU, approval, segments, audio, mux, total; stages overlap),
+    """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe; preview, the
+    source's first frame with it; plan: segments, codecs and placement, a GPU node's wait included; queue: the wait
+    for the first CPU; approval, segments, audio, mux, total; stages overlap),
     `segment_stats` each segment's own timings from the kernel (decode_s, encode_s, wall_s, fps), `audio_stats`
     the audio kernel's (wall_s, samples; empty without audio), and
     `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool)."""
@@ -334,15 +338,15 @@ class RenderRun:
         job = self.job
         await self.hooks.progress(RenderProgress(PROBING))
         info, preview = await self._read_source()
-        segments = plan_segments(
-            info,
-            job.workers or self._pool.scheduler.plan_width(job.principal),
-            max_frames=self._max_segment_frames(info),
-        )
+        planning = time.perf_counter()
+        cpus = self._pool.scheduler.plan_width(job.principal)  # the CPUs nobody else's work waits for
+        segments = plan_segments(info, job.workers or cpus, max_frames=self._max_segment_frames(info))
         spec, segment_options = await self._fix_codecs(job.spec, info, len(segments))
+        spec = replace(spec, encoder_threads=segment_encoder_threads(cpus, len(segments)))
         segment_bundle = bundle({"CPU": 1, "GPU": segment_options.get("num_gpus", 0)})
         tally = self._pool.open_tally(self._key, len(segments))
         self._tally_open = True
+        self.stages["plan"] = time.perf_counter() - planning
         placement = self._placement_note()
         await self.hooks.progress(
             RenderProgress(RENDERING, 0, info.frame_count, source_fps=info.fps, placement=placement)
@@ -362,7 +366,7 @@ class RenderRun:
         if audio is None:
             audio = self._ride_along(parts[0], _audio_task, job.source_path, spec.output_format)
 
-        gate = [self._approval_gate(preview, info)] if preview is not None else []
+        gate = [self._approval_gate(preview, info)] if job.spec.watermark is not None else []
         work = (self._encode(parts, info), self._audio(audio), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
@@ -375,28 +379,22 @@ class RenderRun:
         encoded = [part.result().refs[1] for part in parts]
         return await self._timed("mux", self._mux(audio.result().refs[1], encoded, spec.output_format, info.fps))
 
-    async def _read_source(self) -> tuple[SourceInfo, Callable[[], Awaitable[bytes]] | None]:
-        """The source's facts, and (with a watermark) what makes the preview PNG.
+    async def _read_source(self) -> tuple[SourceInfo, bytes | None]:
+        """The source's facts, and the watermark preview PNG when the parser made it.
 
         Facts the upload found are held to `job.limits` (lowered since, perhaps) and used as they are: no parser
         starts, and the approval gate renders the preview in a task beside the segments. Without them, one
         parser probes the source and renders the preview together."""
         job = self.job
-        info = job.source_info
-        if info is not None:
+        if (info := job.source_info) is not None:
             job.limits.check_video(info.width, info.height, info.fps, info.frame_count, info.duration_s)
-            if job.spec.watermark is None:
-                return info, None
-            return info, lambda: self._timed(
-                "preview", _value(self._submit(_preview_task, {}, job.source_path, info, job.spec))
-            )
+            return info, None
         started = time.perf_counter()
         source = await parse_isolated(job.parse, read_source, job.source_path, job.limits, job.spec)
         self.stages["probe"] = time.perf_counter() - started - source.preview_s  # the parser's start-up included
-        if (png := source.preview_png) is None:
-            return source.info, None
-        self.stages["preview"] = source.preview_s
-        return source.info, lambda: _ready(png)
+        if source.preview_png is not None:
+            self.stages["preview"] = source.preview_s
+        return source.info, source.preview_png
 
     def _max_segment_frames(self, info: SourceInfo) -> int:
         width, height = output_size(*info.display_size(), self.job.spec.resolution)
@@ -552,20 +550,27 @@ class RenderRun:
             RenderProgress(RENDERING, self._frames_reported, info.frame_count, fps, info.fps, placement)
         )
 
-    async def _approval_gate(self, preview: Callable[[], Awaitable[bytes]], info: SourceInfo) -> None:
-        """Make and write the preview PNG (and, when the job asks, the source's first frame beside it, made at the
-        same time in a pooled task: the source has been parsed by now), then wait for the decision while the segments
-        keep encoding."""
+    async def _approval_gate(self, parsed_preview: bytes | None, info: SourceInfo) -> None:
+        """Make and write the preview PNG (unless the parser made it) and, when the job asks, the source's first frame
+        beside it, both in one pooled task (the source has been parsed by now: its upload's parse, or this run's);
+        then wait for the decision while the segments keep encoding.
+
+        One task, not one each: a task that starts while the segments hold every worker needs a worker process of
+        its own, and a process started in a render's path costs it ~1 CPU-s, more than both pictures."""
         job = self.job
         path = job.preview_path
         assert path is not None  # a watermark render has one (RenderJob checks)
-        frame_path = job.source_frame_path
         unmarked = replace(job.spec, watermark=None)  # the source as the render shows it, before the watermark
-        frame = self._submit(_preview_task, {}, job.source_path, info, unmarked, 0.0) if frame_path else None
-        png = await preview()
-        await asyncio.to_thread(job.media.put_bytes, path, png)
-        if frame_path is not None:
-            await asyncio.to_thread(job.media.put_bytes, frame_path, await self._timed("source_frame", _value(frame)))
+        wanted = [] if parsed_preview is not None else [(job.spec, PREVIEW_AT)]
+        if job.source_frame_path is not None:
+            wanted.append((unmarked, 0.0))
+        pictures: list[bytes] = []
+        if wanted:
+            made = self._submit(_pictures_task, {}, job.source_path, info, wanted)
+            pictures = await self._timed("preview", _value(made))
+        await asyncio.to_thread(job.media.put_bytes, path, parsed_preview or pictures[0])
+        if job.source_frame_path is not None:
+            await asyncio.to_thread(job.media.put_bytes, job.source_frame_path, pictures[-1])
         approved = await self._timed("approval", self.hooks.preview_ready(path))
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
@@ -612,10 +617,6 @@ class RenderRun:
 def _codecs_text(spec: RenderSpec) -> str:
     decoder = spec.video_decoder or "software decoding"
     return f"encoder {spec.video_encoder}, {decoder}"
-
-
-async def _ready(value: Any) -> Any:
-    return value
 
 
 async def _value(ref: ray.ObjectRef) -> Any:

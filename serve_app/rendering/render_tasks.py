@@ -1,4 +1,4 @@
-"""What a render runs inside Ray workers: the segment, audio and mux task bodies and the progress tally.
+"""What a render runs inside Ray workers: the segment, audio, picture and mux task bodies and the progress tally.
 
 Kept apart from the driver, and free of the MCP SDK and the rest of serve_app: a worker imports the module of
 every function it runs, and a worker process started for a render (the pool growing, a worker replaced after a
@@ -29,6 +29,7 @@ from render_kernels import (
     encode_audio,
     encode_segment,
     mux_segments,
+    render_preview,
 )
 
 # How often a segment task reports its frames, and the driver reads them. Each report wakes the tally (the
@@ -139,6 +140,15 @@ def encode_audio_parts(source_path: Media, output_format: str) -> tuple[dict[str
     finally:
         release_freed_memory()
     return {**(audio.stats if audio is not None else {}), "attempt": attempt_number()}, audio
+
+
+def render_pictures(source_path: Media, info: SourceInfo, wanted: list[tuple[RenderSpec, float]]) -> list[bytes]:
+    """`render_preview` of each (spec, at) in `wanted`, in turn, in one task (the driver's approval gate: the
+    watermark preview and the source's first frame)."""
+    try:
+        return [render_preview(source_path, info, spec, at) for spec, at in wanted]
+    finally:
+        release_freed_memory()
 
 
 def mux_stored_segments(

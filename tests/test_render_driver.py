@@ -177,6 +177,21 @@ def test_tally_keeps_each_segments_high_water_mark():
     assert tally.counts("run") is None and tally.runs == {}
 
 
+def test_a_segment_reports_its_first_frame_at_once_then_once_an_interval(monkeypatch):
+    """The first count goes out with the first frame (the render shows it is encoding), later ones at most every
+    PROGRESS_INTERVAL_S."""
+    sent: list[int] = []
+    now = [100.0]
+    monkeypatch.setattr(render_tasks.time, "monotonic", lambda: now[0])
+    on_frame = render_tasks.reporter(render_tasks.TallyRef(actor=None, run="r"), 0)
+    monkeypatch.setattr(render_tasks.TallyRef, "report", lambda self, index, frames: sent.append(frames))
+    for frame in range(1, 5):
+        on_frame(frame)
+    now[0] += render_tasks.PROGRESS_INTERVAL_S
+    on_frame(5)
+    assert sent == [1, 5]
+
+
 def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, monkeypatch):
     """One segment holds at its middle frame until the driver has passed a mid-segment count to the hooks, so
     the report can only have come from inside the running task, however fast or slow the machine is."""

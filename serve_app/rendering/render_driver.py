@@ -20,11 +20,13 @@ the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fix
 encoder gets the CPUs it has to itself as threads (render_kernels.segment_encoder_threads): one where every CPU has
 a segment, as a frame thread more only costs CPU there.
 
-Live progress: while it encodes, each segment task reports its frames done so far (at most every
-PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally (one for all renders of the pool, each run under
-a key of its own; held by the supervisor, or an actor of its own); the driver reads the tally as often and
-hands the hooks one RenderProgress (phase, frames done/total, measured speed) when the count moved. So a render
-reports about once a second however few segments it has, and a slow reader never slows the encode.
+Live progress: while it encodes, each segment task reports its frames done so far (at its first frame, then at
+most every PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally (one for all renders of the pool, each
+run under a key of its own; held by the supervisor, or an actor of its own); the driver reads the tally as a report
+comes in (every PROGRESS_INTERVAL_S from a tally actor), at most once per interval, and hands the hooks one
+RenderProgress (phase, frames done/total, measured speed) when the count moved. So a render reports about once a
+second however few segments it has, each count without an interval's delay, and a slow reader never slows the
+encode.
 
 Where things run:
 - the source's facts (size, rate, frame count, keyframes) come from the upload's own parse when the job has
@@ -205,6 +207,7 @@ class RenderPool:
         self.scheduler = scheduler or SegmentScheduler()
         self._host = host
         self.frames = FrameTally() if host is not None else None
+        self._moved: dict[str, asyncio.Event] = {}  # per open run of the in-process tally: a report came in
         self._tally_actor: Any = None
         self._local_cpus: float | None = None
 
@@ -221,11 +224,28 @@ class RenderPool:
         """Open `run`'s counts in the tally; its segment tasks report through the returned reference."""
         if self.frames is not None:
             self.frames.open(run, segment_count)
+            self._moved[run] = asyncio.Event()
             return TallyRef(self._host, run)
         if self._tally_actor is None:
             self._tally_actor = _tally_actor.remote()
         self._tally_actor.open.remote(run, segment_count)
         return TallyRef(self._tally_actor, run)
+
+    def report_frames(self, run: str, index: int, frames_done: int) -> None:
+        """A segment task's report, served by the host actor: into the tally, waking `run`'s driver."""
+        assert self.frames is not None, "only an actor's pool is reported to"
+        self.frames.report_frames(run, index, frames_done)
+        if (moved := self._moved.get(run)) is not None:
+            moved.set()
+
+    async def frames_moved(self, run: str) -> None:
+        """Returns when `run`'s tally may have moved: at its next report in-process (at once if one came since the
+        last call), else after PROGRESS_INTERVAL_S (the tally actor is read, not heard from)."""
+        if (moved := self._moved.get(run)) is None:
+            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            return
+        await moved.wait()
+        moved.clear()
 
     async def tally_counts(self, run: str) -> list[int] | None:
         """Each of `run`'s segments' count; None when it is not open (e.g. the tally actor restarted since).
@@ -239,6 +259,7 @@ class RenderPool:
         """Forget `run`'s counts: its segment tasks have all ended, and a late report is dropped."""
         if self.frames is not None:
             self.frames.close(run)
+            self._moved.pop(run, None)
         elif self._tally_actor is not None:
             self._tally_actor.close.remote(run)
 
@@ -522,14 +543,17 @@ class RenderRun:
             logger.info("render %s: %s", self._key, self._placement_note())
 
     async def _watch_tally(self, frames: list[int], info: SourceInfo, parts: list[asyncio.Future[Dispatched]]) -> None:
-        """Every PROGRESS_INTERVAL_S, fold the tally's live counts into `frames` and report, from the moment one of
-        the segments has started (a render queued behind others costs the tally nothing). Best effort: if the
-        tally actor is lost, progress goes on moving one segment at a time, and the render is unaffected."""
+        """Fold the tally's live counts into `frames` and report, from the moment one of the segments has started (a
+        render queued behind others costs the tally nothing): as a report arrives (in-process tally; else every
+        PROGRESS_INTERVAL_S), and at most once per PROGRESS_INTERVAL_S. So a report reaches the hooks at once rather
+        than up to an interval late, and a poller sees every second's count. Best effort: if the tally actor is lost,
+        progress goes on moving one segment at a time, and the render is unaffected."""
         assert self._tally_open, "opened before the segments are queued"
         await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
         self._speed.add(sum(frames))  # a segment has started: speed is measured from here, not from the queue
         while True:
-            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            await self._pool.frames_moved(self._key)
+            read_at = time.monotonic()
             try:
                 live = await self._pool.tally_counts(self._key)
             except ray.exceptions.RayActorError:
@@ -537,6 +561,7 @@ class RenderRun:
             if live is not None:
                 frames[:] = map(max, frames, live)
                 await self._report_frames(sum(frames), info)
+            await asyncio.sleep(max(0.0, read_at + PROGRESS_INTERVAL_S - time.monotonic()))
 
     async def _report_frames(self, frames_done: int, info: SourceInfo, placement_changed: bool = False) -> None:
         """Hand the hooks a rendering report when the count moved (so never backwards, never repeated), or the

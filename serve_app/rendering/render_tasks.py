@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -93,9 +94,10 @@ class TallyRef:
 
 
 def reporter(tally: TallyRef, index: int):
-    """The kernel's per-frame callback for segment `index`: passes the count on to the tally at most every
-    PROGRESS_INTERVAL_S. Fire-and-forget: a lost report only makes the next one the first to arrive."""
-    last = time.monotonic()
+    """The kernel's per-frame callback for segment `index`: passes the count on to the tally at its first frame
+    (a render shows it is encoding as soon as it is), then at most every PROGRESS_INTERVAL_S. Fire-and-forget: a
+    lost report only makes the next one the first to arrive."""
+    last = -math.inf
 
     def on_frame(frames_done: int) -> None:
         nonlocal last

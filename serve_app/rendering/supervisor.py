@@ -211,8 +211,7 @@ class RenderSupervisor:
 
     async def report_frames(self, run: str, index: int, frames_done: int) -> None:
         """A segment task's live frame count, into the pool's tally (fire-and-forget from the task)."""
-        assert self.pool.frames is not None, "only an actor's pool is reported to"
-        self.pool.frames.report_frames(run, index, frames_done)
+        self.pool.report_frames(run, index, frames_done)
 
     async def start(self, task_id: str) -> None:
         """Drive `task_id` unless this instance already does or it has ended: idempotent per task."""

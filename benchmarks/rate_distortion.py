@@ -103,12 +103,14 @@ def segment_plan(info, workers: int):
     return plan_segments(info, workers, max_frames=max_frames)
 
 
-def encode_vidforge(source: str, info, segments, crf: int, out_path: str) -> float:
+def encode_vidforge(source: str, info, segments, crf: int, out_path: str, cpus: int) -> float:
     """The render's video, made by the kernels one segment after another (each segment's bytes are the same
-    wherever it runs: a fixed thread count), muxed; returns the wall seconds."""
-    from render_kernels import RenderSpec, encode_segment, mux_segments
+    wherever it runs: the render fixes the encoder and its thread count), muxed; returns the wall seconds."""
+    from render_kernels import RenderSpec, encode_segment, mux_segments, segment_encoder_threads
 
-    spec = RenderSpec("mp4", RESOLUTION, video_encoder="libx264")  # what a CPU node's render fixes
+    # What a CPU node's render fixes: the encoder, and the threads its plan leaves each segment (RenderRun._render).
+    threads = segment_encoder_threads(cpus, len(segments))
+    spec = RenderSpec("mp4", RESOLUTION, video_encoder="libx264", encoder_threads=threads)
     started = time.perf_counter()
     with x264_crf(crf):
         encoded = (encode_segment(source, segment, spec, info) for segment in segments)  # read by the mux in turn
@@ -234,7 +236,7 @@ def measure_source(name: str, args, workdir: str, with_vmaf: bool) -> SourceResu
         vf_out = os.path.join(workdir, "rd", f"{name}-{args.seconds:g}s-crf{crf}-vidforge.mp4")
         ff_out = os.path.join(workdir, "rd", f"{name}-{args.seconds:g}s-crf{crf}-ffmpeg.mp4")
         os.makedirs(os.path.dirname(vf_out), exist_ok=True)
-        vf_points.append(Point(crf, vf_out, encode_vidforge(source, info, segments, crf, vf_out)))
+        vf_points.append(Point(crf, vf_out, encode_vidforge(source, info, segments, crf, vf_out, args.workers)))
         ff_points.append(Point(crf, ff_out, encode_ffmpeg(source, crf, ff_out, args.ffmpeg_threads)))
         print(
             f"  CRF {crf}: vidforge {vf_points[-1].encode_s:.1f} s, ffmpeg {ff_points[-1].encode_s:.1f} s", flush=True

@@ -40,7 +40,8 @@ serve: $(STAMP)
 
 # Two workers, each taking whole test files (their module-scoped servers and clusters stay shared within a file):
 # most of a test's time is a server starting or a render's wait, so two files at once finish sooner on 2 cores.
-# The tests marked `solo` run after them, one at a time (see tests/conftest.py).
+# tests/conftest.py hands the files out longest first and the modules on the session's shared servers to one worker
+# together. The tests marked `solo` run after them, one at a time (see tests/conftest.py).
 test: $(STAMP) clients
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not solo"
 	$(BIN)/python -m pytest -m solo

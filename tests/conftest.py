@@ -1,8 +1,8 @@
 """Shared pytest configuration, and the two `vidforge serve` processes the end-to-end modules share.
 
 A server start costs 15-30 s on a loaded 2-core machine, so every module whose checks hold on the shared
-settings uses one of two session-scoped servers instead of starting its own (one pair per worker of `make
-test`'s two, which take whole files each):
+settings uses one of two session-scoped servers instead of starting its own (in `make test`, on the one worker
+that runs all of those modules; see below):
 
 - `shared_server`: bearer tokens. Its tokens file is the union of the `TOKENS` of the modules that use it, and
   no principal may belong to two modules, so quotas, idempotency keys and isolation checks stay per module.
@@ -10,12 +10,131 @@ test`'s two, which take whole files each):
 
 Both run with a 0.5 s poll hint (clients that honour it finish sooner) and a 4 MiB inline-resource limit;
 `shared_server` also lists one operator origin (`SHARED_ALLOWED_ORIGIN`). Modules that need other settings,
-restarts or kills start their own `tests.harness.ServerProcess`.
+restarts or kills start their own `tests.harness.ServerProcess`. (One exception: tests/test_mcp_wire.py restarts
+`open_server`, as a stop on SIGTERM and a fresh start; the modules after it get the restarted server.) Servers a
+fixture started end with a SIGKILL of their whole session (`ServerProcess.kill`, well under a second where the
+graceful stop takes ~8 s): the tests that check the graceful stop call `ServerProcess.stop` themselves.
+
+How `make test`'s two workers share the files (`-n 2 --dist loadfile`): as xdist's loadfile, a file at a time, with
+two changes (`pytest_xdist_make_scheduler` below). The modules on the shared servers go to one worker together
+(`SHARED_SERVER_MODULES`), so the lane starts each shared server once instead of once per worker, and stops them
+once the last of those modules has run (`pytest_runtest_teardown`) rather than at the session's end. And the work
+goes out longest first (`MODULE_SECONDS`; xdist's own order is by test count, which sent the one-test files such
+as the chaos run last, to run alone at the end), so the two workers finish together.
 """
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
 
 import pytest
 
 from tests.harness import SHARED_ALLOWED_ORIGIN, SHARED_ENV, ServerProcess
+
+# The modules that use `shared_server` or `open_server` (checked at collection: a module missing here still
+# passes, on a shared server of its worker's own).
+SHARED_SERVER_MODULES = frozenset(
+    {
+        "test_connect",
+        "test_examples",
+        "test_fuzz",
+        "test_idempotency",
+        "test_legacy_clients",
+        "test_live_progress",
+        "test_mcp_wire",
+        "test_node_clients",
+        "test_origin",
+        "test_real_world_renders",
+        "test_review_page",
+        "test_task_lifecycle",
+    }
+)
+SHARED_SERVERS = "shared servers"  # their work unit's name
+# What each module takes in the two-worker lane, in summed test seconds (setup, call and teardown of its tests in
+# a measured run on a loaded 2-core machine, rounded). Only the order matters; a module not listed comes last.
+MODULE_SECONDS = {
+    "test_chaos": 190,
+    "test_cluster": 200,
+    "test_ingress_limits": 200,
+    "test_recovery": 160,
+    "test_storage_hygiene": 160,
+    "test_s3_backend": 140,
+    "test_media_limits": 115,
+    "test_render_driver": 115,
+    "test_storage_faults": 95,
+    "test_oauth": 60,
+    "test_no_stuck_task": 45,
+    "test_gpu_decode": 45,
+    "test_operator_interface": 35,
+    "test_s3_storage": 20,
+    "test_real_world_media": 15,
+    "test_render_kernels": 15,
+    "test_pathological_media": 15,
+    "test_fast_wire": 10,
+    "test_task_registry": 10,
+    # on the shared servers
+    "test_task_lifecycle": 160,
+    "test_mcp_wire": 100,
+    "test_real_world_renders": 65,
+    "test_legacy_clients": 65,
+    "test_live_progress": 60,
+    "test_fuzz": 55,
+    "test_node_clients": 45,
+    "test_origin": 35,
+    "test_idempotency": 25,
+    "test_examples": 25,
+    "test_review_page": 20,
+    "test_connect": 15,
+}
+
+
+def work_unit(path: str) -> str:
+    """The work unit of a test file (`tests/test_x.py`): the shared servers' modules are one, every other file its
+    own."""
+    return SHARED_SERVERS if Path(path).stem in SHARED_SERVER_MODULES else path
+
+
+def unit_seconds(unit: str) -> int:
+    if unit == SHARED_SERVERS:
+        return sum(MODULE_SECONDS.get(name, 0) for name in SHARED_SERVER_MODULES)
+    return MODULE_SECONDS.get(Path(unit).stem, 0)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: without xdist (-p no:xdist), nothing to do
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the shared servers' modules as one unit, the units in the collection's order."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedServersFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(super()._split_scope(nodeid))
+
+    config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gave
+    return SharedServersFirst(config, log)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Longest work unit first (`MODULE_SECONDS`); a module's tests stay together and in their file's order."""
+    first_seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], index)
+
+    def key(item):
+        path = item.nodeid.split("::", 1)[0]
+        unit = work_unit(path)
+        return (-unit_seconds(unit), unit, first_seen[path])
+
+    items.sort(key=key)  # stable: within a module, the file's order
+    shared = {
+        Path(item.nodeid.split("::", 1)[0]).stem
+        for item in items
+        if {"shared_server", "open_server"} & set(getattr(item, "fixturenames", ()))
+    }
+    if missing := shared - SHARED_SERVER_MODULES:
+        warnings.warn(f"tests/conftest.py: add {sorted(missing)} to SHARED_SERVER_MODULES", stacklevel=1)
 
 
 def pytest_configure(config):
@@ -58,10 +177,37 @@ def shared_server(request, tmp_path_factory):
     env = {**SHARED_ENV, "VIDFORGE_ALLOWED_ORIGINS": SHARED_ALLOWED_ORIGIN}
     tokens = module_tokens(request.session)
     with ServerProcess(tmp_path_factory.mktemp("shared") / "data", env=env, tokens=tokens) as proc:
+        _started["shared_server"] = proc
         yield proc
 
 
 @pytest.fixture(scope="session")
 def open_server(tmp_path_factory):
     with ServerProcess(tmp_path_factory.mktemp("open") / "data", env=SHARED_ENV) as proc:
+        _started["open_server"] = proc
         yield proc
+
+
+_started: dict[str, ServerProcess] = {}  # the shared servers this process started, by fixture name
+
+
+def on_shared_servers(item: pytest.Item | None) -> bool:
+    return item is not None and work_unit(item.nodeid.split("::", 1)[0]) == SHARED_SERVERS
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of the shared servers' modules (they run together, `work_unit`), stop the servers
+    rather than keep them to the end of the session: an idle server takes ~7% of a core (2.2 CPU-s per 30 s),
+    which the files after them on this worker would otherwise lose."""
+    if on_shared_servers(item) and not on_shared_servers(nextitem):
+        for proc in _started.values():
+            proc.kill()
+
+
+def pytest_runtest_setup(item):
+    """A shared server asked for after that stop (a module missing from SHARED_SERVER_MODULES) starts again,
+    on its own data dir and port."""
+    for name, proc in _started.items():
+        if name in getattr(item, "fixturenames", ()) and proc.proc.poll() is not None:
+            proc.start()

@@ -24,6 +24,7 @@ SCHEMAS = REPO.parent / "shared" / "schemas"
 PROTOCOL = "2026-07-28"
 TASKS_EXT = "io.modelcontextprotocol/tasks"
 START_TIMEOUT_S = 240
+KILL_TIMEOUT_S = 60  # a SIGKILLed server's processes are gone in well under a second; generous on a loaded machine
 RENDER_DEADLINE_S = 300
 TERMINAL = ("completed", "failed", "cancelled")
 # The settings of the session's shared servers (tests/conftest.py).
@@ -115,6 +116,30 @@ def session_processes(sid: int) -> list[tuple[int, str]]:
     return found
 
 
+def _zombie(pid: int) -> bool:
+    """Dead and waiting to be reaped (its parent's business), or gone already."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def processes_with_env(entry: bytes) -> list[int]:
+    """PIDs of the live processes whose environment holds `entry` (`NAME=value`), exactly."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if entry in environ.split(b"\0") and not _zombie(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
 def run_vidforge(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`vidforge ARGS` run to its end (the CLI's module, from this checkout), `env` over this process's own."""
     return subprocess.run(
@@ -191,7 +216,9 @@ class ServerProcess:
         return session_processes(self.proc.pid)
 
     def stop(self) -> int | None:
-        """SIGTERM and wait; returns the exit status (None when it had to be killed)."""
+        """The graceful stop: SIGTERM and wait (Serve, then Ray, shut down in turn: ~8 s); returns the exit status
+        (None when it had to be killed). For the tests that check how a server stops, or whose scenario is a stop
+        and a start; a fixture's server that no test stops ends with `kill()`."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
         self.proc.send_signal(signal.SIGTERM)
@@ -202,6 +229,36 @@ class ServerProcess:
             self.proc.wait(timeout=30)
             return None
 
+    def kill(self) -> None:
+        """The hard stop: SIGKILL every process of this server's session (`vidforge serve`, the Ray it started and
+        every worker of it), until none is left, then check that no process of it lives on outside the session.
+
+        For servers nobody looks at after their tests (fixtures, a test's own server once its checks are done):
+        it takes well under a second where `stop()` takes ~8 s. Not for a server joined to a cluster it did not
+        start (RAY_ADDRESS): its Serve application lives on that cluster's nodes, so only `stop()` takes it down."""
+        if self.proc is None:
+            return
+        sid = self.proc.pid
+
+        def session_gone() -> bool:
+            alive = [pid for pid, _ in session_processes(sid) if not _zombie(pid)]
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue  # gone meanwhile
+            self.proc.poll()  # reap `vidforge serve` itself (the session leader is our child)
+            return not alive and self.proc.returncode is not None
+
+        wait_until(session_gone, KILL_TIMEOUT_S, interval=0.05, message="every process of the server to be gone")
+        # Every process a server starts (Ray's raylet, GCS, agents, workers) inherits its environment: none of
+        # them may have left the session and survived.
+        marker = f"VIDFORGE_DATA_DIR={self.env['VIDFORGE_DATA_DIR']}".encode()
+        deadline = time.monotonic() + KILL_TIMEOUT_S
+        while survivors := processes_with_env(marker):
+            assert time.monotonic() < deadline, f"processes of the server outside its session: {survivors}"
+            time.sleep(0.1)
+
     def restart(self) -> ServerProcess:
         self.stop()
         return self.start()
@@ -210,7 +267,9 @@ class ServerProcess:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        """A `with` block (the form fixtures use) ends in `kill()`; tests that check the graceful stop call
+        `stop()` themselves."""
+        self.kill()
 
 
 def meta(tasks: bool = False, elicitation: bool = False) -> dict[str, Any]:

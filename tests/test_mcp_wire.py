@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.harness import PROTOCOL, TOOL_NAMES, ServerProcess, Wire, meta, run_vidforge, validate
+from tests.harness import PROTOCOL, TOOL_NAMES, Wire, meta, run_vidforge, validate
 
 pytestmark = pytest.mark.ray
 
@@ -58,24 +58,22 @@ def test_sdk_client_happy_paths(server):
     asyncio.run(scenario())
 
 
-def test_tools_list_is_byte_identical_across_calls_and_restarts(tmp_path):
-    proc = ServerProcess(tmp_path / "data").start()
-    try:
-        wire = Wire(proc.url)
+def test_tools_list_is_byte_identical_across_calls_and_restarts(open_server):
+    """On the session's unauthenticated server (tests/conftest.py), which this test restarts: a clean stop on
+    SIGTERM, then a fresh Ray instance and a fresh Serve app on the same data dir and port (the modules after
+    this one get the restarted server; a start costs 15-30 s, so no server of its own)."""
+    wire = Wire(open_server.url)
 
-        def raw() -> bytes:
-            wire._id = 0  # the same request id each time, so the whole response can be compared
-            return wire.request("tools/list").content
+    def raw() -> bytes:
+        wire._id = 0  # the same request id each time, so the whole response can be compared
+        return wire.request("tools/list").content
 
-        first, second = raw(), raw()
-        assert first == second
-        proc.restart()  # a fresh Ray instance, a fresh Serve app: the same bytes
-        wire.url = proc.url
-        assert raw() == first
-        assert proc.stop() == 0, "vidforge serve must stop cleanly on SIGTERM"
-        assert "vidforge: shutting down" in proc.log_path.read_text()
-    finally:
-        proc.stop()
+    first, second = raw(), raw()
+    assert first == second
+    assert open_server.stop() == 0, "vidforge serve must stop cleanly on SIGTERM"
+    assert "vidforge: shutting down" in open_server.log_path.read_text()
+    open_server.start()  # a fresh Ray instance, a fresh Serve app: the same bytes
+    assert raw() == first
 
 
 def post(server, body, headers=None, token=ALICE, method="POST"):

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.ray
 
 TOKENS = {"tok-a": "alice"}
 PREFIX = "vf"
-RETENTION_S = 45  # results and videos: long enough to check them first, short enough to see them swept
+RETENTION_S = 25  # results and videos: long enough to check them first (a few seconds), short enough to see them swept
 DEADLINE_S = 240
 
 
@@ -154,4 +154,4 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         assert httpx.get(url, headers=auth, timeout=60).status_code == 404
         assert media_files(data_dir) == []
     finally:
-        server.stop()
+        server.kill()

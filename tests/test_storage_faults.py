@@ -45,7 +45,7 @@ def server(s3_server, tmp_path_factory):
     try:
         yield process.start()
     finally:
-        process.stop()
+        process.kill()
 
 
 def test_a_bucket_gone_while_serving_is_a_temporary_fault_in_the_envelope(server, s3_server, tmp_path):

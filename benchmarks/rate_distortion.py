@@ -325,7 +325,7 @@ def main() -> None:
     print(
         f"rate-distortion: {len(names)} source(s) x {args.seconds:g} s, CRF {args.crfs}, 720p; load average "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; ffmpeg threads: {args.ffmpeg_threads or 'its own'}, "
-        "vidforge's: the kernels' (2 frame threads per segment)"
+        "vidforge's: those its plan gives each segment (segment_encoder_threads)"
     )
     if not with_vmaf:
         print("VMAF: not measured (this ffmpeg build has no libvmaf filter: `ffmpeg -filters`); PSNR-Y only")

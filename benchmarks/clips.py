@@ -16,6 +16,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from media import make_clip, make_watermark_png  # noqa: E402 - the suite's clip generators (tests/)
 
+FFMPEG = ("ffmpeg", "-hide_banner", "-loglevel", "error")  # the ffmpeg CLI, quiet but for its errors
+
 
 def benchmark_clip(workdir: str, seconds: float) -> str:
     """A `seconds`-long 1920x1080 30 fps h264 clip with AAC audio, a keyframe every second, in `workdir`."""

@@ -30,6 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from clips import FFMPEG  # noqa: E402 - beside this file
 from media import make_watermark_png  # noqa: E402 - the suite's PNG maker (tests/)
 
 SOURCES = ("gradient", "noisy", "long_gop", "bframes_editlist")
@@ -76,10 +77,7 @@ def source_command(name: str, seconds: float, audio: bool, out_path: str) -> lis
     tone = ["-f", "lavfi", "-i", f"sine=frequency={TONE_HZ}:sample_rate={AUDIO_RATE}"] if audio else []
     sound = ["-map", "1:a", "-c:a", "aac", "-ac", "2", "-b:a", AUDIO_BIT_RATE] if audio else []
     return [
-        "ffmpeg",
-        "-hide_banner",
-        "-loglevel",
-        "error",
+        *FFMPEG,
         "-y",
         "-f",
         "lavfi",

@@ -53,7 +53,7 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
 import av  # noqa: E402
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
-from clips import benchmark_clip, benchmark_logo, luma_planes  # noqa: E402
+from clips import FFMPEG, benchmark_clip, benchmark_logo, luma_planes  # noqa: E402
 from media import make_clip, psnr_y  # noqa: E402 - the suite's clip generators (tests/)
 
 from render_kernels import RenderSpec, WatermarkSpec, output_size, probe  # noqa: E402
@@ -115,10 +115,7 @@ def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
         video = ["-i", spec.watermark.image, "-filter_complex", graph, "-map", "[out]"]
     x264 = [arg for key, value in X264_OPTIONS.items() for arg in (f"-{key}", value)]
     return [
-        "ffmpeg",
-        "-hide_banner",
-        "-loglevel",
-        "error",
+        *FFMPEG,
         "-y",
         "-i",
         source,
@@ -220,10 +217,7 @@ WALL_TARGET, BYTES_TARGET, PSNR_SLACK_DB = 1.10, 1.05, 0.2
 def lanczos_reference(source: str, width: int, height: int):
     """The source's Y planes scaled with lanczos (the reference both outputs are scored against), one at a time."""
     command = [
-        "ffmpeg",
-        "-hide_banner",
-        "-loglevel",
-        "error",
+        *FFMPEG,
         "-i",
         source,
         "-vf",

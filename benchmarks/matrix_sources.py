@@ -9,7 +9,7 @@ reused; an interrupted run leaves none half-made).
   soft) under film grain that changes every frame (`noise=allf=t+u`); x264 veryfast CRF 20 without B-frames,
   a keyframe every 30 frames: ~20 Mbit/s, hard to compress and heavy to decode.
 - `long_gop`: the moving test pattern (`testsrc2`), a keyframe every 10 s (keyint 300, no scene cuts), no
-  B-frames: a segment cannot be cut between keyframes, so a short clip is one segment.
+  B-frames: segments are cut between keyframes, and each decodes a lead-in from the keyframe before it.
 - `bframes_editlist`: the test pattern with its hue turning, x264 veryfast with 3 B-frames (and a keyframe
   every 60 frames): the mp4 muxer writes an edit list on the video track (`elst`, media_time = the B-frame
   delay) so that the first frame shows at 0. Checked when it is made (`video_edit_list`: the box is read

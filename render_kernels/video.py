@@ -96,8 +96,9 @@ def encode_segment(
         # A GPU decoder may scale (not turn); interlaced frames must reach the deinterlacer at their own size.
         decode_size = (info.width, info.height) if pipeline.deinterlaces else pipeline.scaled_size
         decoder = open_video_decoder(stream, spec.video_decoder, *decode_size)
-        frames = frames_from(container, stream, info, segment.start_s, decoder)
-        for picture in pipeline.pictures(islice(frames, segment.frame_count)):
+        frames = frames_from(container, stream, info, segment.keyframe_s, decoder)
+        wanted = islice(frames, segment.lead_in, segment.lead_in + segment.frame_count)  # the lead-in is dropped
+        for picture in pipeline.pictures(wanted):
             picture.pts = out.frame_count
             picture.time_base = tb
             out.frame_count += 1

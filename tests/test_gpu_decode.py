@@ -113,7 +113,7 @@ def render_serially(source: str, spec: RenderSpec, out_path: str, workers: int) 
 
 def test_segments_decode_as_chosen_here_with_the_software_paths_frames(clip, tmp_path):
     """The spec a GPU node's choice gives (here: software) renders the same frames as software decoding, over
-    three segments (two seeks to keyframes): identical without NVDEC, same count and close pixels with it."""
+    three segments (two seeks): identical without NVDEC, same count and close pixels with it."""
     info = probe(clip)
     assert (info.video_codec, info.pixel_format) == ("h264", "yuv420p")  # NVDEC's kind of source
     assert len(plan_segments(info, 3)) == 3, "three segments, or the seeks go untested"

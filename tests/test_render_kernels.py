@@ -33,6 +33,7 @@ from render_kernels import (
 )
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN
 from render_kernels.encoders import nvenc_available, segment_encoder_threads
+from render_kernels.plan import LEAD_IN_COST
 from render_kernels.probe import MediaLimits
 
 FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
@@ -86,6 +87,11 @@ def render(source: str, spec: RenderSpec, out_path: str, workers: int = 3, min_s
     info = probe(source)
     segments = [encode_segment(source, s, spec, info) for s in plan_segments(info, workers, min_segment_s)]
     return mux_segments(segments, encode_audio(source, spec.output_format), spec.output_format, out_path, info.fps)
+
+
+def seams(source: str, workers: int = 3, min_segment_s: float = 1.0) -> tuple[int, ...]:
+    """The first frames of the segments `render` cuts `source` into: each is a keyframe of its output."""
+    return tuple(s.start_frame for s in plan_segments(probe(source), workers, min_segment_s))
 
 
 @pytest.fixture(scope="module")
@@ -202,33 +208,63 @@ def hand_info(duration_s: float, fps: float, keyframe_times: tuple[float, ...]) 
     )
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3, 5, 8, 64])
-@pytest.mark.parametrize("min_segment_s", [0.5, 2.0, 7.0])
-def test_plan_segments_cover_every_frame_on_keyframes(workers, min_segment_s):
-    info = hand_info(60.0, 30.0, tuple(float(t) for t in range(0, 60, 2)))
-    segments = plan_segments(info, workers, min_segment_s)
-    assert 1 <= len(segments) <= workers
+def check_plan(info: SourceInfo, segments: list[Segment], min_segment_s: float) -> None:
+    """Segments cover every frame once, in order, each read from a keyframe (and its lead-in) and long enough."""
+    keyframes = dict(info.keyframes())
     assert [s.index for s in segments] == list(range(len(segments)))
     assert segments[0].start_frame == 0 and sum(s.frame_count for s in segments) == info.frame_count
     for a, b in zip(segments, segments[1:]):
-        assert a.start_frame + a.frame_count == b.start_frame and a.end_s == b.start_s
+        assert a.start_frame + a.frame_count == b.start_frame
     for s in segments:
-        assert s.start_s in (0.0, *info.keyframe_times) and s.start_frame == round(s.start_s * info.fps)
-        assert s.end_s - s.start_s >= min_segment_s or len(segments) == 1
-    assert segments[-1].end_s == info.duration_s
-    if min_segment_s <= 2.0 and workers <= 8:
-        assert len(segments) == workers  # enough keyframes: every worker gets one segment
+        assert keyframes[s.start_frame - s.lead_in] == s.keyframe_s  # decoding starts at a keyframe
+        later = [f for f in keyframes if s.start_frame - s.lead_in < f <= s.start_frame]
+        assert later == [], "the lead-in starts at the last keyframe before the segment"
+        assert s.frame_count >= min_segment_s * info.fps or len(segments) == 1
     assert pickle.loads(pickle.dumps(segments)) == segments
 
 
-def test_plan_segments_short_or_keyframeless_source_is_one_segment():
-    assert plan_segments(hand_info(1.5, 25.0, (0.0, 0.5, 1.0)), 8) == [Segment(0, 0, 38, 0.0, 1.5)]
-    assert len(plan_segments(hand_info(30.0, 25.0, (0.0,)), 8)) == 1
+@pytest.mark.parametrize("workers", [1, 2, 3, 5, 8, 64])
+@pytest.mark.parametrize("min_segment_s", [0.5, 2.0, 7.0])
+def test_plan_segments_cover_every_frame_in_equal_work(workers, min_segment_s):
+    info = hand_info(60.0, 30.0, tuple(float(t) for t in range(0, 60, 2)))
+    segments = plan_segments(info, workers, min_segment_s)
+    check_plan(info, segments, min_segment_s)
+    assert len(segments) <= min(workers, int(60.0 // min_segment_s))
+    if workers <= 8:
+        assert len(segments) == min(workers, int(60.0 // min_segment_s))  # every worker gets one, down to the minimum
+    works = [s.work for s in segments]
+    assert max(works) - min(works) <= LEAD_IN_COST * 60 + 1  # at worst: one keyframe interval's lead-in
+
+
+@pytest.mark.parametrize("workers", [2, 3, 8])
+def test_a_long_gop_source_splits_as_evenly_as_any(workers):
+    """Keyframes every 10 s, or only the first: cuts fall between them, and the lead-in each then decodes is
+    counted in its work, so the segments end together."""
+    for keyframe_times in [(0.0, 10.0, 20.0), (0.0,)]:
+        info = hand_info(30.0, 30.0, keyframe_times)
+        segments = plan_segments(info, workers)
+        check_plan(info, segments, 2.0)
+        assert len(segments) == workers or keyframe_times == (0.0,)  # fewer: the last would be under 2 s
+        works = [s.work for s in segments]
+        assert max(works) - min(works) <= 3  # the last takes what is left
+        assert max(works) < 0.6 * info.frame_count  # one segment's work would be all 900 frames
+    assert [s.lead_in for s in segments] == [s.start_frame for s in segments]  # all read from the first frame
+
+
+def test_a_cut_at_a_keyframe_needs_no_lead_in():
+    segments = plan_segments(hand_info(10.0, 30.0, tuple(float(t) for t in range(10))), 2)
+    assert segments == [Segment(0, 0, 150, 0.0, 0), Segment(1, 150, 150, 5.0, 0)]
+
+
+def test_plan_segments_short_source_is_one_segment():
+    assert plan_segments(hand_info(1.5, 25.0, (0.0, 0.5, 1.0)), 8) == [Segment(0, 0, 38, 0.0, 0)]
+    assert len(plan_segments(hand_info(3.9, 25.0, (0.0,)), 8)) == 1  # two would be shorter than 2 s
 
 
 def test_plan_segments_on_probed_clip(clip):
+    """40 frames, keyframes every 10: three segments of equal work (frames + LEAD_IN_COST x lead-in)."""
     segments = plan_segments(probe(clip), workers=3, min_segment_s=1.0)
-    assert [(s.start_frame, s.frame_count) for s in segments] == [(0, 10), (10, 20), (30, 10)]
+    assert [(s.start_frame, s.frame_count, s.lead_in) for s in segments] == [(0, 15, 0), (15, 13, 5), (28, 12, 8)]
 
 
 @pytest.mark.parametrize(
@@ -313,8 +349,9 @@ def test_encode_segment_starts_with_keyframe_and_is_deterministic(clip, output_f
     first = encode_segment(clip, segment, spec, info)
     again = pickle.loads(pickle.dumps(encode_segment(clip, segment, spec, info)))
     assert first.packets == again.packets and first.pts == again.pts and first.dts == again.dts
-    assert first.frame_count == len(first.packets) == segment.frame_count == 20
-    assert first.keyframes[0] and sorted(first.pts) == list(range(20))
+    assert segment.lead_in > 0, "a segment cut between keyframes, read through its lead-in"
+    assert first.frame_count == len(first.packets) == segment.frame_count
+    assert first.keyframes[0] and sorted(first.pts) == list(range(segment.frame_count))
     assert first.time_base == (1, FPS) and (first.width, first.height) == (OUT_W, OUT_H)
     assert first.codec == {"mp4": "libx264", "webm": "libvpx-vp9"}[output_format]
     assert {"decode_s", "encode_s", "wall_s"} <= first.stats.keys()
@@ -382,7 +419,7 @@ def test_render_each_container(clip, media_dir, mp4_renders, output_format, code
         stats = render(clip, RenderSpec(output_format, "720p"), str(media_dir / f"out.{output_format}"))
     assert stats.frame_count == 40 and (stats.width, stats.height) == (OUT_W, OUT_H)
     assert stats.size_bytes == os.path.getsize(stats.path) and stats.duration_s == pytest.approx(4.0, abs=0.03)
-    decoded = check_output(stats.path, codec, audio_codec, 40, FPS, keyframes_at=(0, 10, 30))
+    decoded = check_output(stats.path, codec, audio_codec, 40, FPS, keyframes_at=seams(clip))
     assert decoded.format_name == container
     assert decoded.audio_samples == pytest.approx(4.0 * 48000, rel=0.02)
     assert [f for f in os.listdir(media_dir) if f.startswith(".mux-")] == []
@@ -416,7 +453,9 @@ def test_variable_frame_rate_source_renders_constant_rate(vfr_clip, media_dir):
     info = probe(vfr_clip)
     stats = render(vfr_clip, RenderSpec("mp4", "720p"), str(media_dir / "vfr_out.mp4"), workers=2)
     assert stats.frame_count == info.frame_count == 30
-    check_output(stats.path, "h264", "aac", 30, info.fps, keyframes_at=(0, 10), duration_s=info.audio.duration_s)
+    check_output(
+        stats.path, "h264", "aac", 30, info.fps, keyframes_at=seams(vfr_clip, 2), duration_s=info.audio.duration_s
+    )
 
 
 def test_mux_reads_one_segment_at_a_time_and_writes_the_same_bytes(clip, media_dir):

@@ -110,9 +110,14 @@ def test_the_cap_adds_segments_only_where_the_width_leaves_them_too_long():
 def test_the_minimum_segment_length_wins_over_the_cap():
     info = source(10, 240.0, 1.0)  # 2400 frames; a cap of 100 would mean 0.4 s segments
     segments = plan_segments(info, 1, min_segment_s=2.0, max_frames=100)
-    assert len(segments) == 5 and all(s.end_s - s.start_s >= 2.0 for s in segments)
-    sparse = source(60, 30.0, 30.0)  # keyframes at 0 and 30 s only: cuts can only fall there
-    assert [s.frame_count for s in plan_segments(sparse, 1, max_frames=300)] == [900, 900]
+    assert len(segments) == 5 and all(s.frame_count >= 2.0 * info.fps for s in segments)
+
+
+def test_sparse_keyframes_keep_segments_under_the_cap():
+    sparse = source(60, 30.0, 30.0)  # keyframes at 0 and 30 s only: cuts fall between them, read from the last
+    segments = plan_segments(sparse, 1, max_frames=300)
+    assert max(s.frame_count for s in segments) <= 300 and sum(s.frame_count for s in segments) == 1800
+    assert {s.keyframe_s for s in segments} == {0.0, 30.0}
 
 
 GPU_BUNDLE = bundle({"CPU": 1, "GPU": 0.5})

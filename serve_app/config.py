@@ -61,7 +61,7 @@ class Config(BaseSettings):
     max_inline_resource_bytes: int = 8 * 1024 * 1024
     sweep_interval_s: float = 5.0
     namespace: str = "vidforge"
-    render_workers: int = 0  # 0: as many as the CPUs no other render's work is waiting for
+    render_workers: int = 0  # 0: one per CPU of the cluster (scheduling.SegmentScheduler.plan_width)
     # Output pixels (frames x width x height, millions) one segment task encodes at most: bounds a segment
     # worker's and the mux's memory whatever the video's length. 2500: ~10 s of 4k30, 40 s of 1080p30.
     segment_max_megapixels: int = 2500

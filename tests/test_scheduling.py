@@ -156,7 +156,7 @@ def test_the_shipped_cluster_config_is_read_as_the_autoscaler_reads_it():
 def test_a_render_is_planned_for_the_cpus_the_cluster_can_grow_to_within_the_caps():
     view = AutoscalerView.from_cluster_config(str(REPO / "cluster.yaml"))
     fixed = SegmentScheduler(capacity=lambda: 2)
-    assert fixed.plan_width("alice") == 2  # a fixed cluster: the CPUs up now
+    assert fixed.plan_width("alice") == 2 == fixed.free_cpus()  # a fixed cluster: the CPUs up now
     elastic = SegmentScheduler(capacity=lambda: 2, elastic=ElasticCluster(view, DemandCaps(0, 24), DemandPublisher()))
     assert elastic.plan_width("alice") == 24
     capped = SegmentScheduler(capacity=lambda: 2, elastic=ElasticCluster(view, DemandCaps(6, 24), DemandPublisher()))

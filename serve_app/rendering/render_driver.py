@@ -15,10 +15,11 @@ the video is, and the mux one segment at a time.
 
 Sharing the cluster: the CPU tasks (audio, segments) are not handed to Ray at once but queued in the
 `RenderPool`'s SegmentScheduler (serve_app.rendering.scheduling), shared by every render of a supervisor, which starts
-them as CPUs free up, round-robin across principals and FIFO within one; the plan's segment count adapts to
-the CPUs nobody else is waiting for. `job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead. Each segment's
-encoder gets the CPUs it has to itself as threads (render_kernels.segment_encoder_threads): one where every CPU has
-a segment, as a frame thread more only costs CPU there.
+them as CPUs free up, round-robin across principals and FIFO within one; a render is cut into a segment per CPU
+of the cluster, busy or not, so the last renders of a batch spread over the CPUs the others leave.
+`job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead. Each segment's encoder gets the CPUs the render
+has to itself as threads (render_kernels.segment_encoder_threads): one where every CPU has a segment or other work
+waits, as a frame thread more only costs CPU there.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at its first frame, then at
 most every PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally (one for all renders of the pool, each
@@ -137,7 +138,7 @@ class RenderJob:
     preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
     # Where the source's first frame goes (a key of `media`), made beside the preview for the review page; None: not made
     source_frame_path: str | None = None
-    workers: int = 0  # segments to aim for; 0: as many as the CPUs nobody else's work waits for
+    workers: int = 0  # segments to aim for; 0: one per CPU of the cluster (SegmentScheduler.plan_width)
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
     limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
@@ -360,10 +361,11 @@ class RenderRun:
         await self.hooks.progress(RenderProgress(PROBING))
         info, preview = await self._read_source()
         planning = time.perf_counter()
-        cpus = self._pool.scheduler.plan_width(job.principal)  # the CPUs nobody else's work waits for
-        segments = plan_segments(info, job.workers or cpus, max_frames=self._max_segment_frames(info))
+        width = job.workers or self._pool.scheduler.plan_width(job.principal)
+        segments = plan_segments(info, width, max_frames=self._max_segment_frames(info))
         spec, segment_options = await self._fix_codecs(job.spec, info, len(segments))
-        spec = replace(spec, encoder_threads=segment_encoder_threads(cpus, len(segments)))
+        free = self._pool.scheduler.free_cpus()  # what the render has to itself: threads beyond one segment a CPU
+        spec = replace(spec, encoder_threads=segment_encoder_threads(free, len(segments)))
         segment_bundle = bundle({"CPU": 1, "GPU": segment_options.get("num_gpus", 0)})
         tally = self._pool.open_tally(self._key, len(segments))
         self._tally_open = True

@@ -13,11 +13,13 @@ gives Ray only as many as the cluster has CPUs and picks the next one fairly:
   last task, the CPU stays the render's for up to FINAL_RESERVE_S, for the task that finishes the render (its
   mux, submitted with `final=True` and started ahead of every queue): the render completes without waiting
   for a CPU behind other renders, and without a CPU-less task that would need a Ray worker started for it;
-- `plan_width`: a render being planned is cut into as many segments as there are CPUs nobody else's work is
-  waiting for. On an idle cluster it spreads over every CPU; on a busy one it is a single segment (as long as
-  the planner's memory cap allows), because extra segments would only take CPUs from the renders queued ahead
-  of it, and each costs an encoder start and a keyframe. On an autoscaling cluster (`elastic`) the CPUs counted
-  are those the cluster can grow to within the demand caps, and at most the principal's own cap.
+- `plan_width`: a render is cut into as many segments as the cluster has CPUs, busy or not. The fair queue, not
+  the plan, decides whose task a freed CPU takes, so a render cut wide takes no more than its turns; but the last
+  renders of a batch then spread over the CPUs the others leave, where one cut for the CPUs free when it was
+  planned (one, in a busy batch) would end the batch on a single CPU. Extra segments cost an encoder start and
+  a keyframe each (~2 % of a 10 s render's CPU). On an autoscaling cluster (`elastic`) the CPUs counted are
+  those the cluster can grow to within the demand caps, and at most the principal's own cap. `free_cpus` is
+  what nobody else's work waits for: how many CPUs a render planned now has to itself (its encoder threads).
 
 On an autoscaling cluster the scheduler also keeps Ray's autoscaler told of what its queued and running tasks need
 (serve_app.rendering.autoscaling), and, while work waits, looks for new CPUs every ELASTIC_TICK_S (a node that joined
@@ -161,17 +163,19 @@ class SegmentScheduler:
         self._queue_labels: set[str] = set()  # the principal labels vidforge_queued_segments has been set for
 
     def plan_width(self, principal: str | None = None) -> int:
-        """How many segments a render planned now should aim for: the CPUs that no running or queued task will
-        take (at least 1). On an autoscaling cluster, the CPUs it can grow to (within the cluster cap), and no more
-        than `principal`'s own cap leaves it."""
-        capacity = self._capacity()
+        """How many segments a render planned now should aim for: every CPU of the cluster, busy or not (see the
+        module's docstring). On an autoscaling cluster, the CPUs it can grow to (within the cluster cap), and no
+        more than `principal`'s own cap."""
+        width = self._capacity()
         if self.elastic is not None:
-            capacity = max(capacity, self.elastic.caps.cluster_cpus)
-        free = capacity - self._running - len(self._queue) - len(self._final)
-        if self.elastic is not None and self.elastic.caps.principal_cpus and principal is not None:
-            own = sum(dict(b).get("CPU", 0.0) * n for b, n in self._wanted.get(principal, Counter()).items())
-            free = min(free, self.elastic.caps.principal_cpus - int(own))
-        return max(1, free)
+            width = max(width, self.elastic.caps.cluster_cpus)
+            if self.elastic.caps.principal_cpus and principal is not None:
+                width = min(width, self.elastic.caps.principal_cpus)
+        return max(1, width)
+
+    def free_cpus(self) -> int:
+        """The CPUs up now that no running, reserved or queued task will take (at least 1)."""
+        return max(1, self._capacity() - self._running - len(self._queue) - len(self._final))
 
     def demand(self) -> ResourceDemand:
         """What the queued and running tasks ask the autoscaler for, within the caps (none on a fixed cluster)."""

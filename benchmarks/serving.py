@@ -165,10 +165,14 @@ def _listen(server: BenchServer, wire: Wire, trace: RenderTrace) -> None:
                 message = json.loads(line[len("data: ") :])
                 if "result" in message or "error" in message:
                     return
-                if message.get("method") == "notifications/tasks":
+                if message.get("method") == "notifications/subscriptions/acknowledged":
+                    # A stream tells of changes from now on, and polling is authoritative: catch up once, or a
+                    # render that asked for its approval before the stream opened would wait for it forever.
+                    _seen(wire, trace, wire.task("tasks/get", trace.task_id)["result"])
+                elif message.get("method") == "notifications/tasks":
                     _seen(wire, trace, message["params"])
-                    if trace.seen_done is not None:
-                        return
+                if trace.seen_done is not None:
+                    return
 
 
 def _seen(wire: Wire, trace: RenderTrace, task: dict) -> None:

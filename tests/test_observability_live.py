@@ -114,7 +114,21 @@ def query(api: str, expr: str) -> float | None:
 
 
 def shows(api: str, expr: str, value: float) -> None:
-    wait_until(lambda: query(api, expr) == value, DEADLINE_S, interval=1, message=f"{expr} == {value} in Prometheus")
+    try:
+        wait_until(
+            lambda: query(api, expr) == value, DEADLINE_S, interval=1, message=f"{expr} == {value} in Prometheus"
+        )
+    except AssertionError as err:  # say what Prometheus had instead: no scrape, no series, or other values
+        raise AssertionError(f"{err}; it answered {query(api, expr)}; {scrape_report(api, expr)}") from None
+
+
+def scrape_report(api: str, expr: str) -> str:
+    """Each scrape target's health and last error, and every series of the metric `expr` is about."""
+    targets = httpx.get(f"{api}/targets", timeout=10).json()["data"]["activeTargets"]
+    health = [(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets]
+    name = re.search(r"ray_vidforge_\w+", expr)
+    series = httpx.get(f"{api}/query", params={"query": name.group(0) if name else expr}, timeout=10).json()
+    return f"targets {health}; series {series['data']['result']}"
 
 
 def test_a_real_prometheus_sees_the_run_and_the_logs_account_for_every_error(server, prometheus, ray_tmp, tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -37,12 +38,16 @@ TASKS_CAPS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 class BenchServer:
-    """`vidforge serve` in a subprocess with its own data dir and `principals` bearer tokens; a context manager."""
+    """`vidforge serve` in a subprocess with its own data dir and `principals` bearer tokens; a context manager.
+
+    The data dir starts empty: an interrupted run's unfinished renders would otherwise count against the quotas."""
 
     def __init__(self, workdir: str, principals: int = 1, env: dict[str, str] | None = None) -> None:
         self.tokens = {f"bench-token-{i}": f"principal-{i}" for i in range(principals)}
+        data_dir = Path(workdir) / "server-data"
+        shutil.rmtree(data_dir, ignore_errors=True)
         os.makedirs(workdir, exist_ok=True)
-        self.proc = ServerProcess(Path(workdir) / "server-data", env=env, tokens=self.tokens)
+        self.proc = ServerProcess(data_dir, env=env, tokens=self.tokens)
 
     def __enter__(self) -> BenchServer:
         started = time.perf_counter()

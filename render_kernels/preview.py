@@ -24,13 +24,17 @@ def render_preview(source_path: Media, info: SourceInfo, spec: RenderSpec, at: f
     target = min(int(info.frame_count * at), info.frame_count - 1)
     keyframes = info.keyframes()
     start_frame, start_s = keyframes[bisect_right([f for f, _ in keyframes], target) - 1]
+    # The frames from the keyframe on are decoded, but only the target (and the frame before it, which a
+    # deinterlacer needs) go through the pipeline: scaling and composing a long GOP's every frame cost more than
+    # decoding it, beside segments that want the CPU.
+    composed = min(2, target - start_frame + 1)
     with open_video(source_path) as (container, stream):
         pipeline = FramePipeline.for_source(info, width, height, spec.watermark, stream.codec_context.colorspace)
-        # Only the frames up to the target: a deinterlacer then gives the target's picture last.
-        frames = islice(frames_from(container, stream, info, start_s), target - start_frame + 1)
-        output = next(islice(pipeline.pictures(frames), target - start_frame, None), None)
-        if output is None:
+        frames = islice(frames_from(container, stream, info, start_s), target - start_frame + 1 - composed, None)
+        pictures = list(pipeline.pictures(islice(frames, composed)))  # ended after the target: it comes out last
+        if len(pictures) < composed:
             raise UnsupportedMedia(f"cannot decode: frame {target} is missing")
+        output = pictures[-1]
         picture = output.reformat(format="rgb24", src_colorspace=stream.codec_context.colorspace)
 
     encoder = av.CodecContext.create("png", "w")

@@ -8,6 +8,7 @@ import os
 import pickle
 import weakref
 from fractions import Fraction
+from itertools import islice
 
 import av
 import numpy as np
@@ -31,9 +32,11 @@ from render_kernels import (
     read_source,
     render_preview,
 )
-from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN
+from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipeline
 from render_kernels.encoders import nvenc_available, segment_encoder_threads
+from render_kernels.frames import frames_from, open_video
 from render_kernels.plan import LEAD_IN_COST
+from render_kernels.preview import PREVIEW_AT
 from render_kernels.probe import MediaLimits
 
 FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
@@ -538,6 +541,23 @@ def png_pixels(data: bytes, media_dir, name: str) -> np.ndarray:
     path.write_bytes(data)
     with av.open(str(path)) as container:
         return next(container.decode(video=0)).to_ndarray(format="rgb24").astype(np.float64)
+
+
+@pytest.mark.parametrize("gop", [FPS, 40])
+def test_the_preview_composes_only_its_frame_and_shows_what_the_whole_pipeline_would(media_dir, gop):
+    """A keyframe a second, or only the first: the preview decodes its way to its frame, and the picture is the one
+    sending every frame from the keyframe through the pipeline gives."""
+    clip = make_clip(str(media_dir / f"gop{gop}.mp4"), seconds=4.0, fps=FPS, gop=gop, audio=False)
+    info = probe(clip)
+    target = int(info.frame_count * PREVIEW_AT)
+    start_frame, start_s = [k for k in info.keyframes() if k[0] <= target][-1]
+    with open_video(clip) as (container, stream):
+        pipeline = FramePipeline.for_source(info, OUT_W, OUT_H, None, stream.codec_context.colorspace)
+        frames = islice(frames_from(container, stream, info, start_s), target - start_frame + 1)
+        picture = list(pipeline.pictures(frames))[-1]
+        expected = picture.reformat(format="rgb24", src_colorspace=stream.codec_context.colorspace).to_ndarray()
+    preview = png_pixels(render_preview(clip, info, RenderSpec("mp4", "720p")), media_dir, f"gop{gop}.png")
+    assert np.array_equal(preview, expected)
 
 
 def inside_and_outside(box, inset: int = 4, outset: int = 4):

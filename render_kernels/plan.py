@@ -11,6 +11,11 @@ from .probe import SourceInfo
 # What a frame decoded only to reach a cut between keyframes costs, against a frame rendered (decoded, scaled and
 # encoded): decoding a 1080p H.264 frame takes about a quarter of the time x264 takes to encode it at 720p.
 LEAD_IN_COST = 0.25
+# The most a plan's lead-ins may cost, as a share of the source's frames. A lead-in is CPU that no other segment
+# gets, while a render cut in fewer segments gives each more encoder threads (segment_encoder_threads), which on
+# a busy or small machine is as fast: a 10 s clip with only its first keyframe, cut in two on 2 CPUs (one lead-in
+# of 172 frames, 14 %), took 2.6-2.7 s where one segment with two threads took 2.4 s.
+MAX_LEAD_IN_SHARE = 0.10
 
 
 @dataclass(frozen=True)
@@ -45,25 +50,27 @@ def plan_segments(
     `max_frames` bounds what one segment task holds (its encoded frames), so a longer video is more segments,
     not bigger ones. Cuts fall wherever the work is equal, not only at keyframes: a segment cut between them
     also decodes its lead-in (Segment.work counts it), so a long-GOP source splits as evenly as any, its later
-    segments a little shorter. No segment is shorter than `min_segment_s` (which wins over `max_frames`): fewer
-    segments where they would be (a source shorter than twice that is one). Segments cover every frame exactly
-    once, in order.
+    segments a little shorter. Fewer segments where they would be shorter than `min_segment_s` (a source shorter
+    than twice that is one), or where their lead-ins would cost more than MAX_LEAD_IN_SHARE of the frames (a
+    source with sparse keyframes is then cut at them, or not at all); neither makes a segment longer than
+    `max_frames`, unless `min_segment_s` needs it. Segments cover every frame exactly once, in order.
     """
     keyframes = info.keyframes()
     keyframe_frames = [f for f, _ in keyframes]
     min_frames = max(1, math.ceil(min_segment_s * info.fps))
-    wanted = max(workers, -(-info.frame_count // max_frames) if max_frames else 1)
-    count = max(1, min(wanted, info.frame_count // min_frames))
-    cap = max(max_frames or info.frame_count, -(-info.frame_count // count))
-    for tried in range(count, 0, -1):
+    needed = -(-info.frame_count // max_frames) if max_frames else 1  # what bounds a segment task's memory
+    count = max(1, min(max(workers, needed), info.frame_count // min_frames))
+    for tried in range(count, min(needed, count) - 1, -1):
+        cap = max(max_frames or info.frame_count, -(-info.frame_count // tried))
         starts = _balanced_starts(keyframe_frames, info.frame_count, tried, cap)
-        if min(b - a for a, b in zip(starts, [*starts[1:], info.frame_count])) >= min_frames:
+        segments = []
+        for i, (start, end) in enumerate(zip(starts, [*starts[1:], info.frame_count])):
+            keyframe_frame, keyframe_s = keyframes[bisect_right(keyframe_frames, start) - 1]
+            segments.append(Segment(i, start, end - start, keyframe_s, start - keyframe_frame))
+        short = min(s.frame_count for s in segments) < min_frames
+        costly = LEAD_IN_COST * sum(s.lead_in for s in segments) > MAX_LEAD_IN_SHARE * info.frame_count
+        if not (short or costly):
             break
-
-    segments = []
-    for i, (start, end) in enumerate(zip(starts, [*starts[1:], info.frame_count])):
-        keyframe_frame, keyframe_s = keyframes[bisect_right(keyframe_frames, start) - 1]
-        segments.append(Segment(i, start, end - start, keyframe_s, start - keyframe_frame))
     return segments
 
 

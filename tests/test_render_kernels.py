@@ -35,7 +35,7 @@ from render_kernels import (
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipeline
 from render_kernels.encoders import nvenc_available, segment_encoder_threads
 from render_kernels.frames import frames_from, open_video
-from render_kernels.plan import LEAD_IN_COST
+from render_kernels.plan import LEAD_IN_COST, MAX_LEAD_IN_SHARE
 from render_kernels.preview import PREVIEW_AT
 from render_kernels.probe import MediaLimits
 
@@ -240,18 +240,27 @@ def test_plan_segments_cover_every_frame_in_equal_work(workers, min_segment_s):
 
 
 @pytest.mark.parametrize("workers", [2, 3, 8])
-def test_a_long_gop_source_splits_as_evenly_as_any(workers):
-    """Keyframes every 10 s, or only the first: cuts fall between them, and the lead-in each then decodes is
-    counted in its work, so the segments end together."""
-    for keyframe_times in [(0.0, 10.0, 20.0), (0.0,)]:
-        info = hand_info(30.0, 30.0, keyframe_times)
-        segments = plan_segments(info, workers)
-        check_plan(info, segments, 2.0)
-        assert len(segments) == workers or keyframe_times == (0.0,)  # fewer: the last would be under 2 s
-        works = [s.work for s in segments]
-        assert max(works) - min(works) <= 3  # the last takes what is left
-        assert max(works) < 0.6 * info.frame_count  # one segment's work would be all 900 frames
-    assert [s.lead_in for s in segments] == [s.start_frame for s in segments]  # all read from the first frame
+def test_a_long_gop_source_is_cut_between_keyframes_where_the_lead_in_is_cheap(workers):
+    """Keyframes every 10 s of 30: cuts fall between them where that keeps the segments equal, each reading its
+    lead-in from the keyframe before it, as long as the lead-ins cost at most MAX_LEAD_IN_SHARE of the frames."""
+    info = hand_info(30.0, 30.0, (0.0, 10.0, 20.0))
+    segments = plan_segments(info, workers)
+    check_plan(info, segments, 2.0)
+    works = [s.work for s in segments]
+    assert max(works) - min(works) <= 3  # the last takes what is left
+    assert LEAD_IN_COST * sum(s.lead_in for s in segments) <= MAX_LEAD_IN_SHARE * info.frame_count
+    assert max(works) < 0.6 * info.frame_count  # a third of the keyframe cuts' 10 + 20 s
+    if workers == 2:
+        assert [s.keyframe_s for s in segments] == [0.0, 10.0] and segments[1].lead_in > 0
+
+
+def test_a_lead_in_too_costly_leaves_fewer_segments():
+    """Only the first keyframe: the second of two segments would decode 43 % of the video to reach its start, where
+    one segment (with both CPUs as encoder threads) is as fast; a keyframe every 10 s of 60: cut at them."""
+    assert len(plan_segments(hand_info(10.0, 30.0, (0.0,)), 2)) == 1
+    assert len(plan_segments(hand_info(30.0, 25.0, (0.0,)), 8)) == 1
+    segments = plan_segments(hand_info(60.0, 30.0, tuple(float(t) for t in range(0, 60, 10))), 8)
+    assert [(s.start_frame, s.lead_in) for s in segments] == [(i * 300, 0) for i in range(6)]
 
 
 def test_a_cut_at_a_keyframe_needs_no_lead_in():
@@ -261,7 +270,7 @@ def test_a_cut_at_a_keyframe_needs_no_lead_in():
 
 def test_plan_segments_short_source_is_one_segment():
     assert plan_segments(hand_info(1.5, 25.0, (0.0, 0.5, 1.0)), 8) == [Segment(0, 0, 38, 0.0, 0)]
-    assert len(plan_segments(hand_info(3.9, 25.0, (0.0,)), 8)) == 1  # two would be shorter than 2 s
+    assert len(plan_segments(hand_info(3.9, 25.0, tuple(t / 5 for t in range(20))), 8)) == 1  # two: under 2 s
 
 
 def test_plan_segments_on_probed_clip(clip):

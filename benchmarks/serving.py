@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -37,6 +38,10 @@ DEADLINE_S = 3600.0
 TASKS_CAPS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 class BenchServer:
     """`vidforge serve` in a subprocess with its own data dir and `principals` bearer tokens; a context manager.
 
@@ -50,6 +55,9 @@ class BenchServer:
         self.proc = ServerProcess(data_dir, env=env, tokens=self.tokens)
 
     def __enter__(self) -> BenchServer:
+        # `timeout` and `kill` send SIGTERM, which would end this process without `__exit__`, leaving the server
+        # running: make it an exit that unwinds like Ctrl-C does.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
         started = time.perf_counter()
         self.proc.start()
         self.startup_s = time.perf_counter() - started

@@ -33,11 +33,6 @@ class Segment:
     keyframe_s: float
     lead_in: int = 0
 
-    @property
-    def work(self) -> float:
-        """What rendering it costs, in rendered frames."""
-        return self.frame_count + LEAD_IN_COST * self.lead_in
-
 
 def plan_segments(
     info: SourceInfo, workers: int, min_segment_s: float = 2.0, max_frames: int | None = None
@@ -49,7 +44,7 @@ def plan_segments(
     more often than needed; segments of equal work end together, so the render does not wait on the longest.
     `max_frames` bounds what one segment task holds (its encoded frames), so a longer video is more segments,
     not bigger ones. Cuts fall wherever the work is equal, not only at keyframes: a segment cut between them
-    also decodes its lead-in (Segment.work counts it), so a long-GOP source splits as evenly as any, its later
+    also decodes its lead-in (a segment's work is its frames plus LEAD_IN_COST per lead-in frame), so a long-GOP source splits as evenly as any, its later
     segments a little shorter. Fewer segments where they would be shorter than `min_segment_s` (a source shorter
     than twice that is one), or where their lead-ins would cost more than MAX_LEAD_IN_SHARE of the frames (a
     source with sparse keyframes is then cut at them, or not at all); neither makes a segment longer than

@@ -17,7 +17,7 @@ gives Ray only as many as the cluster has CPUs and picks the next one fairly:
   the plan, decides whose task a freed CPU takes, so a render cut wide takes no more than its turns; but the last
   renders of a batch then spread over the CPUs the others leave, where one cut for the CPUs free when it was
   planned (one, in a busy batch) would end the batch on a single CPU. Extra segments cost an encoder start and
-  a keyframe each (~2 % of a 10 s render's CPU). On an autoscaling cluster (`elastic`) the CPUs counted are
+  a keyframe each (a 10 s clip cut in two: 1-5 % more CPU). On an autoscaling cluster (`elastic`) the CPUs counted are
   those the cluster can grow to within the demand caps, and at most the principal's own cap. `free_cpus` is
   what nobody else's work waits for: how many CPUs a render planned now has to itself (its encoder threads).
 

@@ -44,11 +44,12 @@ def plan_segments(
     more often than needed; segments of equal work end together, so the render does not wait on the longest.
     `max_frames` bounds what one segment task holds (its encoded frames), so a longer video is more segments,
     not bigger ones. Cuts fall wherever the work is equal, not only at keyframes: a segment cut between them
-    also decodes its lead-in (a segment's work is its frames plus LEAD_IN_COST per lead-in frame), so a long-GOP source splits as evenly as any, its later
-    segments a little shorter. Fewer segments where they would be shorter than `min_segment_s` (a source shorter
-    than twice that is one), or where their lead-ins would cost more than MAX_LEAD_IN_SHARE of the frames (a
-    source with sparse keyframes is then cut at them, or not at all); neither makes a segment longer than
-    `max_frames`, unless `min_segment_s` needs it. Segments cover every frame exactly once, in order.
+    also decodes its lead-in (its work is its frames plus LEAD_IN_COST per lead-in frame), so a long-GOP source
+    splits as evenly as any, its later segments a little shorter. Fewer segments where they would be shorter
+    than `min_segment_s` (a source shorter than twice that is one), or where their lead-ins would cost more than
+    MAX_LEAD_IN_SHARE of the frames (a source with sparse keyframes is then cut at them, or not at all); neither
+    makes a segment longer than `max_frames`, unless `min_segment_s` needs it. Segments cover every frame
+    exactly once, in order.
     """
     keyframes = info.keyframes()
     keyframe_frames = [f for f, _ in keyframes]

@@ -57,7 +57,7 @@ class BenchServer:
     def __enter__(self) -> BenchServer:
         # `timeout` and `kill` send SIGTERM, which would end this process without `__exit__`, leaving the server
         # running: make it an exit that unwinds like Ctrl-C does.
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        self._sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         started = time.perf_counter()
         self.proc.start()
         self.startup_s = time.perf_counter() - started
@@ -65,6 +65,7 @@ class BenchServer:
 
     def __exit__(self, *_) -> None:
         self.proc.stop()
+        signal.signal(signal.SIGTERM, self._sigterm)
 
     @property
     def url(self) -> str:

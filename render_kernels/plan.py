@@ -34,6 +34,12 @@ class Segment:
     lead_in: int = 0
 
 
+def keyframe_at_or_before(keyframes: list[tuple[int, float]], frame: int) -> tuple[int, float]:
+    """(frame index, time) of the last of `keyframes` (SourceInfo.keyframes()) at or before `frame`: where a
+    decoder reaching `frame` starts."""
+    return keyframes[bisect_right(keyframes, (frame, math.inf)) - 1]
+
+
 def plan_segments(
     info: SourceInfo, workers: int, min_segment_s: float = 2.0, max_frames: int | None = None
 ) -> list[Segment]:
@@ -52,16 +58,15 @@ def plan_segments(
     exactly once, in order.
     """
     keyframes = info.keyframes()
-    keyframe_frames = [f for f, _ in keyframes]
     min_frames = max(1, math.ceil(min_segment_s * info.fps))
     needed = -(-info.frame_count // max_frames) if max_frames else 1  # what bounds a segment task's memory
     count = max(1, min(max(workers, needed), info.frame_count // min_frames))
     for tried in range(count, min(needed, count) - 1, -1):
         cap = max(max_frames or info.frame_count, -(-info.frame_count // tried))
-        starts = _balanced_starts(keyframe_frames, info.frame_count, tried, cap)
+        starts = _balanced_starts(keyframes, info.frame_count, tried, cap)
         segments = []
         for i, (start, end) in enumerate(zip(starts, [*starts[1:], info.frame_count])):
-            keyframe_frame, keyframe_s = keyframes[bisect_right(keyframe_frames, start) - 1]
+            keyframe_frame, keyframe_s = keyframe_at_or_before(keyframes, start)
             segments.append(Segment(i, start, end - start, keyframe_s, start - keyframe_frame))
         short = min(s.frame_count for s in segments) < min_frames
         costly = LEAD_IN_COST * sum(s.lead_in for s in segments) > MAX_LEAD_IN_SHARE * info.frame_count
@@ -70,7 +75,7 @@ def plan_segments(
     return segments
 
 
-def _balanced_starts(keyframe_frames: list[int], frame_count: int, count: int, cap: int) -> list[int]:
+def _balanced_starts(keyframes: list[tuple[int, float]], frame_count: int, count: int, cap: int) -> list[int]:
     """The first frames of at most `count` segments of at most `cap` frames covering every frame, whose largest
     work is the least it can be: the smallest budget with which filling each segment up to it (or to `cap`
     frames) in turn covers them all. Filling each to the budget is what makes the least: ending one earlier
@@ -80,7 +85,7 @@ def _balanced_starts(keyframe_frames: list[int], frame_count: int, count: int, c
         starts = [0]
         while True:
             start = starts[-1]
-            lead_in = start - keyframe_frames[bisect_right(keyframe_frames, start) - 1]
+            lead_in = start - keyframe_at_or_before(keyframes, start)[0]
             end = start + min(cap, math.floor(budget - LEAD_IN_COST * lead_in))
             if end >= frame_count:
                 return starts

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from fractions import Fraction
 from itertools import islice
 
@@ -11,6 +10,7 @@ import av
 from .compose import FramePipeline
 from .errors import UnsupportedMedia
 from .frames import frames_from, open_video
+from .plan import keyframe_at_or_before
 from .probe import Media, SourceInfo
 from .spec import RenderSpec, output_size
 
@@ -22,8 +22,7 @@ def render_preview(source_path: Media, info: SourceInfo, spec: RenderSpec, at: f
     at the output size, upright, deinterlaced, watermark applied (when `spec` has one)."""
     width, height = output_size(*info.display_size(), spec.resolution)
     target = min(int(info.frame_count * at), info.frame_count - 1)
-    keyframes = info.keyframes()
-    start_frame, start_s = keyframes[bisect_right([f for f, _ in keyframes], target) - 1]
+    start_frame, start_s = keyframe_at_or_before(info.keyframes(), target)
     # The frames from the keyframe on are decoded, but only the target (and the frame before it, which a
     # deinterlacer needs) go through the pipeline: scaling and composing a long GOP's every frame cost more than
     # decoding it, beside segments that want the CPU.

@@ -108,12 +108,12 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class SharedServersFirst(LoadFileScheduling):
+    class SharedServersTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(super()._split_scope(nodeid))
 
     config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gave
-    return SharedServersFirst(config, log)
+    return SharedServersTogether(config, log)
 
 
 def pytest_collection_modifyitems(session, config, items):

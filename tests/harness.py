@@ -82,10 +82,19 @@ def validate_response(method: str, body: dict[str, Any]) -> None:
         validate(result, *RESULT_DEFS[method])
 
 
+_given_ports: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, and never one this process handed out before: the kernel may give a just-closed port
+    again, and the callers that ask for several at once (a `ray start`'s six servers) need them distinct."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.25, message: str = "condition"):

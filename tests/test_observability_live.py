@@ -122,6 +122,14 @@ def shows(api: str, expr: str, value: float) -> None:
         raise AssertionError(f"{err}; it answered {query(api, expr)}; {scrape_report(api, expr)}") from None
 
 
+def holds(api: str, expr: str, value: float, seconds: int = 6) -> None:
+    """`expr` keeps `value` for `seconds`: a gauge set once stays on the endpoint (Ray's agent drops a series its
+    process stops reporting within two report intervals; vidforge re-reports its gauges every second)."""
+    for _ in range(seconds):
+        time.sleep(1)
+        assert query(api, expr) == value, f"{expr} left {value} without a change: {scrape_report(api, expr)}"
+
+
 def scrape_report(api: str, expr: str) -> str:
     """Each scrape target's health and last error, and every series of the metric `expr` is about."""
     targets = httpx.get(f"{api}/targets", timeout=10).json()["data"]["activeTargets"]
@@ -150,6 +158,7 @@ def test_a_real_prometheus_sees_the_run_and_the_logs_account_for_every_error(ser
     # While the preview awaits its decision: the render is in the principal's queue, and a second one is refused.
     shows(prometheus, 'sum(ray_vidforge_queue_depth{principal="ops"})', 1)
     shows(prometheus, 'sum(ray_vidforge_renders{state="input_required"})', 1)
+    holds(prometheus, 'sum(ray_vidforge_queue_depth{principal="ops"})', 1)
     refused = wire.tool("vidforge_render_video", {**args, "resolution": "1080p"})
     assert refused["isError"] and refused["structuredContent"]["code"] == "render_quota_exceeded"
     shows(prometheus, 'sum(ray_vidforge_refusals_total{limit="quota"})', 1)

@@ -12,7 +12,7 @@ from .errors import UnsupportedMedia
 from .images import image_size, probe_image
 from .mux import MuxStats, mux_segments
 from .plan import Segment, plan_segments
-from .preview import render_preview
+from .preview import PREVIEW, SOURCE_FRAME, Still, plan_stills, render_preview
 from .probe import AudioInfo, Media, MediaSource, SourceInfo, probe, source_from_record, source_record
 from .reading import SourceReading, read_source
 from .spec import RenderSpec, WatermarkSpec, output_size
@@ -25,10 +25,13 @@ __all__ = [
     "Media",
     "MediaSource",
     "MuxStats",
+    "PREVIEW",
+    "SOURCE_FRAME",
     "RenderSpec",
     "Segment",
     "SourceInfo",
     "SourceReading",
+    "Still",
     "UnsupportedMedia",
     "WatermarkSpec",
     "choose_video_decoder",
@@ -40,6 +43,7 @@ __all__ = [
     "mux_segments",
     "output_size",
     "plan_segments",
+    "plan_stills",
     "probe",
     "probe_image",
     "read_source",

@@ -4,7 +4,7 @@ encoded packets."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -16,6 +16,7 @@ from .encoders import ENCODER_THREADS, choose_video_encoder, open_video_encoder
 from .errors import UnsupportedMedia
 from .frames import frames_from, open_video
 from .plan import Segment
+from .preview import Still, png_of
 from .probe import Media, SourceInfo, frame_rate
 from .spec import RenderSpec, output_size
 
@@ -48,12 +49,15 @@ def encode_segment(
     spec: RenderSpec,
     info: SourceInfo,
     on_frame: Callable[[int], None] | None = None,
+    stills: Sequence[Still] = (),
+    on_still: Callable[[str, bytes], None] | None = None,
 ) -> EncodedSegment:
     """Encode the segment's frames with a fresh encoder (so its first frame is a keyframe).
 
     `on_frame`, when given, is called after every frame handed to the encoder with the count so far, so a
     caller can report live progress from inside the loop; it is called on the hot path, so it should only
     decide cheaply whether to pass the count on (the render driver throttles it to a few reports a second).
+    `on_still(name, png)` is called with each of `stills` (preview.plan_stills) as the loop passes its frame.
 
     The output is constant frame rate at the source's average fps with exactly one output frame per source
     frame: variable-frame-rate sources are retimed, never padded or dropped. It is the picture as players show
@@ -96,9 +100,15 @@ def encode_segment(
         # A GPU decoder may scale (not turn); interlaced frames must reach the deinterlacer at their own size.
         decode_size = (info.width, info.height) if pipeline.deinterlaces else pipeline.scaled_size
         decoder = open_video_decoder(stream, spec.video_decoder, *decode_size)
-        frames = frames_from(container, stream, info, segment.keyframe_s, decoder)
-        wanted = islice(frames, segment.lead_in, segment.lead_in + segment.frame_count)  # the lead-in is dropped
+        frames = frames_from(container, stream, info, segment.keyframe_s, decoder)  # the lead-in is dropped:
+        wanted: Iterable[av.VideoFrame] = islice(frames, segment.lead_in, segment.lead_in + segment.frame_count)
+        marked = {still.offset: still.name for still in stills if still.marked}
+        unmarked = [still for still in stills if not still.marked]
+        if unmarked and on_still is not None:
+            wanted = _with_unmarked_stills(wanted, unmarked, on_still, info, width, height, stream)
         for picture in pipeline.pictures(wanted):
+            if (name := marked.get(out.frame_count)) is not None and on_still is not None:
+                on_still(name, png_of(picture, stream.codec_context.colorspace))
             picture.pts = out.frame_count
             picture.time_base = tb
             out.frame_count += 1
@@ -124,3 +134,25 @@ def encode_segment(
         "fps": out.frame_count / wall_s if wall_s else 0.0,
     }
     return out
+
+
+def _with_unmarked_stills(
+    frames: Iterable[av.VideoFrame],
+    stills: Sequence[Still],
+    on_still: Callable[[str, bytes], None],
+    info: SourceInfo,
+    width: int,
+    height: int,
+    stream: av.VideoStream,
+) -> Iterator[av.VideoFrame]:
+    """`frames`, handing each still's frame, before it goes on, to a pipeline of its own without the watermark:
+    alone, as render_preview composes the source's first frame (the render's pipeline may then write the
+    watermark into the decoder's buffer)."""
+    colorspace = stream.codec_context.colorspace
+    at = {still.offset: still.name for still in stills}
+    for offset, frame in enumerate(frames):
+        if (name := at.get(offset)) is not None:
+            plain = FramePipeline.for_source(info, width, height, None, colorspace)
+            (picture,) = plain.pictures([frame])
+            on_still(name, png_of(picture, colorspace))
+        yield frame

@@ -17,7 +17,15 @@ import ray
 from media import decode_all, make_clip, make_watermark_png, psnr_y
 
 from mcp_protocol.progress import RenderProgress
-from render_kernels import RenderSpec, UnsupportedMedia, WatermarkSpec, encode_segment, plan_segments, probe
+from render_kernels import (
+    RenderSpec,
+    UnsupportedMedia,
+    WatermarkSpec,
+    encode_segment,
+    plan_segments,
+    probe,
+    render_preview,
+)
 from render_kernels.probe import Damaged, MediaLimits, OverLimit
 from serve_app.media.media_probe import parse_isolated
 from serve_app.rendering import render_driver, render_tasks
@@ -124,8 +132,9 @@ def test_multi_segment_render_matches_single_segment(clean, media):
 
 
 def test_a_render_from_the_uploads_facts_needs_no_probe_and_makes_the_same_file(clean, media, tmp_path, monkeypatch):
-    """With the facts the upload's parse found (`source_info`), no parser starts: the segments start at once, the
-    preview is rendered by a task beside them, and the files are the ones a render that probes first makes."""
+    """With the facts the upload's parse found (`source_info`), no parser starts: the segments start at once, make
+    the preview and the source's first frame as they pass them, and the files are the ones a render that probes
+    first makes."""
     parses = []
 
     async def counted(*args):
@@ -133,12 +142,17 @@ def test_a_render_from_the_uploads_facts_needs_no_probe_and_makes_the_same_file(
         return await parse_isolated(*args)
 
     monkeypatch.setattr(render_driver, "parse_isolated", counted)
+    monkeypatch.setattr(render_driver, "STILL_START_WAIT_S", DEADLINE_S)  # a loaded machine may start them late
     probed_job = clean[3][0]
-    job = replace(job_for(media, tmp_path), source_info=probe(media[0]))
+    frame_path = str(tmp_path / "source-frame.png")
+    job = replace(job_for(media, tmp_path), source_info=probe(media[0]), source_frame_path=frame_path)
     hooks = Hooks()
     run = RenderRun(job, hooks)
     asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
     assert "probe" not in run.stages and run.stages["preview"] > 0 and parses == []
+    assert run.stills_from == "segments"  # they started at once, and the preview's frame is early in its segment
+    unmarked = replace(job.spec, watermark=None)
+    assert open(frame_path, "rb").read() == render_preview(media[0], job.source_info, unmarked, at=0.0)
     assert hooks.calls.count(("preview", job.preview_path)) == 1
     with open(job.out_path, "rb") as ours, open(probed_job.out_path, "rb") as probed:
         assert ours.read() == probed.read()
@@ -198,7 +212,7 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     the report can only have come from inside the running task, however fast or slow the machine is."""
     seen_mid = str(tmp_path / "driver-saw-a-mid-segment-count")
 
-    def pauses_midway(source_path, segment, spec, info, tally):
+    def pauses_midway(source_path, segment, spec, info, tally, stills=()):
         forward = render_tasks.reporter(tally, segment.index)
 
         def on_frame(frames_done):
@@ -237,8 +251,8 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
     """As many segments as CPUs: one encoder thread each (a second only costs CPU); one segment on two CPUs: two
     threads. Fixed in the spec every segment (and a retry of it) gets, so the bytes do not depend on the node."""
 
-    def records_threads(source_path, segment, spec, info, tally):
-        summary, encoded = render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
+    def records_threads(source_path, segment, spec, info, tally, stills=()):
+        summary, encoded = render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
         return {**summary, "threads": spec.encoder_threads}, encoded
 
     monkeypatch.setattr(
@@ -255,7 +269,7 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
 def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_path, monkeypatch):
     marker = str(tmp_path / "died-once")
 
-    def dies_midway_on_first_attempt(source_path, segment, spec, info, tally):
+    def dies_midway_on_first_attempt(source_path, segment, spec, info, tally, stills=()):
         if segment.index == 1 and not os.path.exists(marker):
 
             def die_at_half(frames_done):
@@ -265,7 +279,7 @@ def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_pa
                     os._exit(1)  # the worker process dies: Ray's max_retries, not an exception retry
 
             encode_segment(source_path, segment, spec, info, die_at_half)
-        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
 
     faulty = ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(dies_midway_on_first_attempt)
     monkeypatch.setattr(render_driver, "segment_task", faulty)
@@ -348,14 +362,14 @@ def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(clu
     held = tmp_path / "held"
     held.mkdir()
 
-    def waits_for_the_gate(source_path, segment, spec, info, tally):
+    def waits_for_the_gate(source_path, segment, spec, info, tally, stills=()):
         if not gate.exists():  # only the first render's segments start before the gate opens
             (held / str(segment.index)).touch()
             deadline = time.monotonic() + DEADLINE_S
             while not gate.exists():
                 assert time.monotonic() < deadline, "the gate never opened"
                 time.sleep(0.05)
-        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally)
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
 
     monkeypatch.setattr(
         render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(waits_for_the_gate)
@@ -411,6 +425,57 @@ def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(clu
     assert idle.frame_count == busy.frame_count == info.frame_count
     assert all(np.array_equal(a, b) for a, b in zip(idle.frames, busy.frames))  # planned alone or in a queue
     wait_until(all_cpus_free, "every task of the four renders to release its CPU")
+
+
+def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_meanwhile(cluster, media, tmp_path, monkeypatch):
+    """A render whose segments wait in the queue (another render holds both CPUs until its preview is out) does not
+    keep its reviewer waiting for its turn: past STILL_START_WAIT_S a picture task makes the preview and the
+    source's first frame, the same pictures the segments would have."""
+    gate = tmp_path / "gate-open"
+    held = tmp_path / "held"
+    held.mkdir()
+
+    def holds_until_the_gate(source_path, segment, spec, info, tally, stills=()):
+        if spec.watermark is None:  # the first render's: hold the CPUs
+            (held / str(segment.index)).touch()
+            deadline = time.monotonic() + DEADLINE_S
+            while not gate.exists():
+                assert time.monotonic() < deadline, "the gate never opened"
+                time.sleep(0.05)
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
+
+    monkeypatch.setattr(
+        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(holds_until_the_gate)
+    )
+    monkeypatch.setattr(render_driver, "STILL_START_WAIT_S", 0.5)
+    pool = render_driver.RenderPool()
+    info = probe(media[0])
+    first = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "first" / "final.mp4"), workers=2)
+    frame_path = str(tmp_path / "source-frame.png")
+    queued = replace(job_for(media, tmp_path, workers=2), source_info=info, source_frame_path=frame_path)
+    run = RenderRun(queued, Hooks(), pool)
+
+    async def scenario() -> None:
+        tasks = [asyncio.ensure_future(RenderRun(first, Hooks(), pool).run())]
+        deadline = time.monotonic() + DEADLINE_S
+        while len(os.listdir(held)) < 2:
+            assert time.monotonic() < deadline, "the first render's segments never started"
+            await asyncio.sleep(0.05)
+        tasks.append(asyncio.ensure_future(run.run()))
+        await asyncio.wait_for(run.hooks.previewed.wait(), DEADLINE_S)  # while the CPUs are still held
+        gate.touch()
+        await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S * 3)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        pool.close()
+    assert run.stills_from == "task"
+    assert open(queued.preview_path, "rb").read() == render_preview(media[0], info, queued.spec)
+    unmarked = replace(queued.spec, watermark=None)
+    assert open(frame_path, "rb").read() == render_preview(media[0], info, unmarked, at=0.0)
+    assert probe(queued.out_path).frame_count == info.frame_count
+    wait_until(all_cpus_free, "every task of both renders to release its CPU")
 
 
 def test_worker_side_modules_import_none_of_the_server():

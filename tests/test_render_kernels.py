@@ -36,7 +36,7 @@ from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipe
 from render_kernels.encoders import nvenc_available, segment_encoder_threads
 from render_kernels.frames import frames_from, open_video
 from render_kernels.plan import LEAD_IN_COST, MAX_LEAD_IN_SHARE
-from render_kernels.preview import PREVIEW_AT
+from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME, STILL_WITHIN_S, Still, plan_stills
 from render_kernels.probe import MediaLimits
 
 FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
@@ -572,6 +572,39 @@ def test_the_preview_composes_only_its_frame_and_shows_what_the_whole_pipeline_w
         expected = picture.reformat(format="rgb24", src_colorspace=stream.codec_context.colorspace).to_ndarray()
     preview = png_pixels(render_preview(clip, info, RenderSpec("mp4", "720p")), media_dir, f"gop{gop}.png")
     assert np.array_equal(preview, expected)
+
+
+def test_a_segment_makes_the_stills_a_picture_task_would(clip, red_png):
+    """The preview and the source's first frame, made by the segments as they pass those frames: the same PNGs
+    render_preview makes (frame for frame, byte for byte), from the segment that holds each frame."""
+    info = probe(clip)
+    spec = RenderSpec("mp4", "720p", WatermarkSpec(red_png, position="top_left", opacity=0.5))
+    segments = plan_segments(info, 2, min_segment_s=1.0)
+    assert len(segments) == 2
+    stills = plan_stills(segments, info, preview=True, source_frame=True)
+    target = int(info.frame_count * PREVIEW_AT)
+    assert stills == {0: (Still(SOURCE_FRAME, 0, marked=False), Still(PREVIEW, target, marked=True))}
+    made: dict[str, bytes] = {}
+    for segment in segments:
+        encoded = encode_segment(
+            clip, segment, spec, info, stills=stills.get(segment.index, ()), on_still=made.__setitem__
+        )
+        assert encoded.frame_count == segment.frame_count
+    assert made == {
+        PREVIEW: render_preview(clip, info, spec),
+        SOURCE_FRAME: render_preview(clip, info, dataclasses.replace(spec, watermark=None), at=0.0),
+    }
+
+
+def test_stills_are_left_to_a_task_when_the_preview_is_deep_in_a_long_segment(clip):
+    info = probe(clip)
+    (whole,) = plan_segments(info, 1)
+    assert plan_stills([whole], info, preview=False, source_frame=True) == {0: (Still(SOURCE_FRAME, 0, False),)}
+    n = int(3 * STILL_WITHIN_S * info.fps) + 3  # the preview's frame a frame past the limit into a lone segment
+    long = dataclasses.replace(info, frame_count=n)
+    assert plan_stills([Segment(0, 0, n, 0.0)], long, preview=True, source_frame=True) is None
+    quarter = [Segment(0, 0, n // 4, 0.0), Segment(1, n // 4, n - n // 4, 0.0, lead_in=n // 4)]
+    assert plan_stills(quarter, long, preview=True, source_frame=False) == {1: (Still(PREVIEW, n // 3 - n // 4, True),)}
 
 
 def inside_and_outside(box, inset: int = 4, outset: int = 4):

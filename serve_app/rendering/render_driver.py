@@ -33,8 +33,11 @@ Where things run:
 - the source's facts (size, rate, frame count, keyframes) come from the upload's own parse when the job has
   them (`job.source_info`, kept with the asset): they are held to `job.limits` again (lowered since, perhaps)
   and the segments start without another parse of the file. The file has then passed the upload's isolated
-  parse, and its watermark preview is rendered as the segments are: a Ray task in a pooled worker, beside
-  them (a single-use parser's start-up cost ~0.6 CPU-s, more than the frame). Otherwise the probe and the
+  parse, and its watermark preview is rendered as the segments are: by the segment that holds its frame, as
+  it passes it, when that is a few seconds into the segment (render_kernels.plan_stills) and the segment
+  starts within STILL_START_WAIT_S; else by a Ray task in a pooled worker, beside them (a single-use parser's
+  start-up cost ~0.6 CPU-s, more than the frame; the task's own decode and worker ~0.5 CPU-s more than the
+  segment's picture, 5-10 % of a 10 s render). Otherwise the probe and the
   preview run first, together, in one isolated parser. That parse of a file nobody vetted runs in
   `parse_isolated` (a single-use worker with the job's memory limit and deadline, serve_app.media.media_probe),
   never in this process: a libav crash, hang or memory bomb on that file ends this render as unusable media
@@ -96,11 +99,12 @@ from render_kernels import (
     choose_video_encoder,
     output_size,
     plan_segments,
+    plan_stills,
     read_source,
     segment_encoder_threads,
 )
 from render_kernels.decoders import NVDEC_DECODERS
-from render_kernels.preview import PREVIEW_AT
+from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME
 from render_kernels.probe import MediaLimits
 from render_kernels.spec import FORMAT_ENCODERS
 from serve_app.config import Config
@@ -127,6 +131,9 @@ GPU_ENCODERS = frozenset({"h264_nvenc"})
 GPU_ENCODED_FORMATS = frozenset({"mp4", "mov"})  # what h264_nvenc encodes; webm is VP9, on the CPU
 CODEC_CHOICE_GPU_SHARE = 0.01  # just enough to be scheduled on a GPU node; it only opens an encoder and a decoder
 CANCEL_WAIT_S = 10.0  # how long a cancelled render waits for its killed tasks to be gone
+# How long the approval gate waits for the segments that make its pictures to start before it makes them in a
+# task: past it the render is queued behind others, and its reviewer would wait for its turn.
+STILL_START_WAIT_S = 2.0
 FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and preview_path are local paths
 
 
@@ -209,6 +216,7 @@ class RenderPool:
         self._host = host
         self.frames = FrameTally() if host is not None else None
         self._moved: dict[str, asyncio.Event] = {}  # per open run of the in-process tally: a report came in
+        self._still_came: dict[str, asyncio.Event] = {}  # per open run of the in-process tally: a still came in
         self._tally_actor: Any = None
         self._local_cpus: float | None = None
 
@@ -221,15 +229,18 @@ class RenderPool:
             self._local_cpus = nodes[0]["Resources"].get("CPU", 0.0) if nodes else 0.0
         return self._local_cpus > 0
 
-    def open_tally(self, run: str, segment_count: int) -> TallyRef:
-        """Open `run`'s counts in the tally; its segment tasks report through the returned reference."""
+    async def open_tally(self, run: str, segment_count: int) -> TallyRef:
+        """Open `run`'s counts in the tally; its segment tasks report through the returned reference. A tally
+        actor has opened them when this returns: a segment's first report (from another process) could otherwise
+        reach a starting actor before the open does, and be dropped as a closed run's."""
         if self.frames is not None:
             self.frames.open(run, segment_count)
             self._moved[run] = asyncio.Event()
+            self._still_came[run] = asyncio.Event()
             return TallyRef(self._host, run)
         if self._tally_actor is None:
             self._tally_actor = _tally_actor.remote()
-        self._tally_actor.open.remote(run, segment_count)
+        await self._tally_actor.open.remote(run, segment_count)
         return TallyRef(self._tally_actor, run)
 
     def report_frames(self, run: str, index: int, frames_done: int) -> None:
@@ -238,6 +249,29 @@ class RenderPool:
         self.frames.report_frames(run, index, frames_done)
         if (moved := self._moved.get(run)) is not None:
             moved.set()
+
+    def report_still(self, run: str, name: str, png: bytes) -> None:
+        """A segment task's still, served by the host actor: into the tally, waking `run`'s approval gate."""
+        assert self.frames is not None, "only an actor's pool is reported to"
+        self.frames.report_still(run, name, png)
+        if (came := self._still_came.get(run)) is not None:
+            came.set()
+
+    async def stills(self, run: str, names: set[str]) -> dict[str, bytes]:
+        """The stills `names` of `run`, once its segments have made them all: heard of in-process, else read
+        from the tally actor every PROGRESS_INTERVAL_S. Raises RayActorError when the tally actor is gone."""
+        while True:
+            if self.frames is not None:
+                made = self.frames.stills_of(run)
+            else:
+                made = await self._tally_actor.stills_of.remote(run)
+            if made is not None and names <= made.keys():
+                return {name: made[name] for name in names}
+            if (came := self._still_came.get(run)) is None:
+                await asyncio.sleep(PROGRESS_INTERVAL_S)
+            else:
+                await came.wait()
+                came.clear()
 
     async def frames_moved(self, run: str) -> None:
         """Returns when `run`'s tally may have moved: at its next report in-process (at once if one came since the
@@ -261,6 +295,7 @@ class RenderPool:
         if self.frames is not None:
             self.frames.close(run)
             self._moved.pop(run, None)
+            self._still_came.pop(run, None)
         elif self._tally_actor is not None:
             self._tally_actor.close.remote(run)
 
@@ -307,7 +342,8 @@ class RenderRun:
     for the first CPU; approval, segments, audio, mux, total; stages overlap),
     `segment_stats` each segment's own timings from the kernel (decode_s, encode_s, wall_s, fps), `audio_stats`
     the audio kernel's (wall_s, samples; empty without audio), and
-    `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool)."""
+    `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool), and
+    `stills_from` who made the approval gate's pictures (the segments, or a picture task; None: none were made)."""
 
     job: RenderJob
     hooks: RenderHooks
@@ -316,6 +352,7 @@ class RenderRun:
     segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
     audio_stats: dict[str, Any] = field(default_factory=dict, init=False)
     start_order: list[int] = field(default_factory=list, init=False)
+    stills_from: str | None = field(default=None, init=False)  # who made the gate's pictures: "segments" or "task"
     started_at: float = field(default=0.0, init=False)  # epoch seconds
     _key: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)  # this run, in scheduler and tally
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
@@ -367,7 +404,7 @@ class RenderRun:
         free = self._pool.scheduler.free_cpus()  # what the render has to itself: threads beyond one segment a CPU
         spec = replace(spec, encoder_threads=segment_encoder_threads(free, len(segments)))
         segment_bundle = bundle({"CPU": 1, "GPU": segment_options.get("num_gpus", 0)})
-        tally = self._pool.open_tally(self._key, len(segments))
+        tally = await self._pool.open_tally(self._key, len(segments))
         self._tally_open = True
         self.stages["plan"] = time.perf_counter() - planning
         placement = self._placement_note()
@@ -382,14 +419,22 @@ class RenderRun:
         # a rider gains nothing and costs Ray one more worker process.
         ride_along = self._pool.scheduler.idle() and self._pool.local_node_takes_work()
         audio = None if ride_along else self._schedule(_audio_task, {}, job.source_path, spec.output_format)
+        pictures = self._pictures_wanted(preview)
+        stills = plan_stills(segments, info, PREVIEW in pictures, SOURCE_FRAME in pictures) if pictures else None
         parts = [
-            self._schedule(segment_task, segment_options, job.source_path, s, spec, info, tally, bundle=segment_bundle)
+            self._schedule(
+                segment_task,
+                segment_options,
+                *(job.source_path, s, spec, info, tally, (stills or {}).get(s.index, ())),
+                bundle=segment_bundle,
+            )
             for s in segments
         ]
         if audio is None:
             audio = self._ride_along(parts[0], _audio_task, job.source_path, spec.output_format)
 
-        gate = [self._approval_gate(preview, info)] if job.spec.watermark is not None else []
+        carriers = {still.name: parts[index] for index, made in (stills or {}).items() for still in made}
+        gate = [self._approval_gate(preview, info, pictures, carriers)] if job.spec.watermark is not None else []
         work = (self._encode(parts, info), self._audio(audio), *gate)
         waits = [asyncio.ensure_future(w) for w in work]
         try:
@@ -577,30 +622,77 @@ class RenderRun:
             RenderProgress(RENDERING, self._frames_reported, info.frame_count, fps, info.fps, placement)
         )
 
-    async def _approval_gate(self, parsed_preview: bytes | None, info: SourceInfo) -> None:
-        """Make and write the preview PNG (unless the parser made it) and, when the job asks, the source's first frame
-        beside it, both in one pooled task (the source has been parsed by now: its upload's parse, or this run's);
-        then wait for the decision while the segments keep encoding.
+    def _pictures_wanted(self, parsed_preview: bytes | None) -> dict[str, tuple[RenderSpec, float]]:
+        """The pictures the approval gate needs made, by still name: (spec, at) as render_preview takes them. The
+        watermark preview unless the parser made it, and the source's first frame when the job asks for it."""
+        job = self.job
+        if job.spec.watermark is None:
+            return {}
+        wanted = {} if parsed_preview is not None else {PREVIEW: (job.spec, PREVIEW_AT)}
+        if job.source_frame_path is not None:  # the source as the render shows it, before the watermark
+            wanted[SOURCE_FRAME] = (replace(job.spec, watermark=None), 0.0)
+        return wanted
+
+    async def _approval_gate(
+        self,
+        parsed_preview: bytes | None,
+        info: SourceInfo,
+        wanted: dict[str, tuple[RenderSpec, float]],
+        carriers: dict[str, asyncio.Future[Dispatched]],
+    ) -> None:
+        """Write the preview PNG and, when the job asks, the source's first frame beside it: as the segments
+        `carriers` make them (by still name), or else both in one pooled task (the source has been parsed by now:
+        its upload's parse, or this run's); then wait for the decision while the segments keep encoding.
 
         One task, not one each: a task that starts while the segments hold every worker needs a worker process of
         its own, and a process started in a render's path costs it ~1 CPU-s, more than both pictures."""
         job = self.job
         path = job.preview_path
         assert path is not None  # a watermark render has one (RenderJob checks)
-        unmarked = replace(job.spec, watermark=None)  # the source as the render shows it, before the watermark
-        wanted = [] if parsed_preview is not None else [(job.spec, PREVIEW_AT)]
-        if job.source_frame_path is not None:
-            wanted.append((unmarked, 0.0))
-        pictures: list[bytes] = []
+        pictures: dict[str, bytes] = {}
         if wanted:
-            made = self._submit(_pictures_task, {}, job.source_path, info, wanted)
-            pictures = await self._timed("preview", _value(made))
-        await asyncio.to_thread(job.media.put_bytes, path, parsed_preview or pictures[0])
+            pictures = await self._timed("preview", self._pictures(info, wanted, carriers))
+        await asyncio.to_thread(job.media.put_bytes, path, parsed_preview or pictures[PREVIEW])
         if job.source_frame_path is not None:
-            await asyncio.to_thread(job.media.put_bytes, job.source_frame_path, pictures[-1])
+            await asyncio.to_thread(job.media.put_bytes, job.source_frame_path, pictures[SOURCE_FRAME])
         approved = await self._timed("approval", self.hooks.preview_ready(path))
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
+
+    async def _pictures(
+        self,
+        info: SourceInfo,
+        wanted: dict[str, tuple[RenderSpec, float]],
+        carriers: dict[str, asyncio.Future[Dispatched]],
+    ) -> dict[str, bytes]:
+        """The `wanted` pictures: the segments' stills when they come, else from a pooled task."""
+        if carriers and (made := await self._segment_stills(carriers)) is not None:
+            self.stills_from = "segments"
+            return made
+        self.stills_from = "task"
+        ref = self._submit(_pictures_task, {}, self.job.source_path, info, list(wanted.values()))
+        return dict(zip(wanted, await _value(ref), strict=True))
+
+    async def _segment_stills(self, carriers: dict[str, asyncio.Future[Dispatched]]) -> dict[str, bytes] | None:
+        """The stills the carrier segments make; None when they will not come soon: a carrier has not started
+        within STILL_START_WAIT_S (the render waits its turn behind others), or the carriers ended without them
+        (their tally was lost)."""
+        tasks = set(carriers.values())
+        _, waiting = await asyncio.wait(tasks, timeout=STILL_START_WAIT_S)
+        if waiting:
+            return None
+        arrived = asyncio.ensure_future(self._pool.stills(self._key, set(carriers)))
+        ended = asyncio.ensure_future(
+            asyncio.wait([asyncio.ensure_future(_settled(task.result().refs[0])) for task in tasks])
+        )
+        try:
+            await asyncio.wait({arrived, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if not arrived.done():  # a still reported before its segment ended is in the tally: read once more
+                await asyncio.wait({arrived}, timeout=2 * PROGRESS_INTERVAL_S)
+            return arrived.result() if arrived.done() and not arrived.exception() else None
+        finally:
+            arrived.cancel()
+            ended.cancel()
 
     async def _mux(
         self, audio: ray.ObjectRef, encoded: list[ray.ObjectRef], output_format: str, fps: float

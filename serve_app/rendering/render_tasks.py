@@ -25,6 +25,7 @@ from render_kernels import (
     RenderSpec,
     Segment,
     SourceInfo,
+    Still,
     choose_video_decoder,
     choose_video_encoder,
     encode_audio,
@@ -65,20 +66,31 @@ class FrameTally:
 
     def __init__(self) -> None:
         self.runs: dict[str, list[int]] = {}
+        self.stills: dict[str, dict[str, bytes]] = {}  # per open run: the PNGs its segments made, by name
 
     def open(self, run: str, segment_count: int) -> None:
         self.runs[run] = [0] * segment_count
+        self.stills[run] = {}
 
     def close(self, run: str) -> None:
         self.runs.pop(run, None)
+        self.stills.pop(run, None)
 
     def report_frames(self, run: str, index: int, frames_done: int) -> None:
         if (frames := self.runs.get(run)) is not None:
             frames[index] = max(frames[index], frames_done)
 
+    def report_still(self, run: str, name: str, png: bytes) -> None:
+        if (stills := self.stills.get(run)) is not None:
+            stills.setdefault(name, png)  # a retried segment's second copy is the same picture
+
     def counts(self, run: str) -> list[int] | None:
         """Each segment's count; None when the run is not open (e.g. the tally was restarted since)."""
         return self.runs.get(run)
+
+    def stills_of(self, run: str) -> dict[str, bytes] | None:
+        """The stills `run`'s segments have made so far; None when the run is not open."""
+        return self.stills.get(run)
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,15 @@ class TallyRef:
 
     def report(self, index: int, frames_done: int) -> ray.ObjectRef:
         return self.actor.report_frames.remote(self.run, index, frames_done)
+
+    def report_still(self, name: str, png: bytes) -> None:
+        """Hand a still over and wait until it is held: a segment that has ended has delivered its stills, so a
+        driver that sees a carrier end without them knows they are not coming. Best effort: a lost tally only
+        leaves the stills to the driver's picture task."""
+        try:
+            ray.get(self.actor.report_still.remote(self.run, name, png))
+        except ray.exceptions.RayActorError:
+            pass
 
 
 def reporter(tally: TallyRef, index: int):
@@ -123,11 +144,18 @@ def attempt_number() -> int:
 
 
 def encode_segment_parts(
-    source_path: Media, segment: Segment, spec: RenderSpec, info: SourceInfo, tally: TallyRef
+    source_path: Media,
+    segment: Segment,
+    spec: RenderSpec,
+    info: SourceInfo,
+    tally: TallyRef,
+    stills: tuple[Still, ...] = (),
 ) -> tuple[dict[str, Any], EncodedSegment]:
-    """`encode_segment` as (summary, segment), reporting live to `tally`; see module docstring."""
+    """`encode_segment` as (summary, segment), reporting live to `tally`, its stills included; see module
+    docstring."""
     try:
-        encoded = encode_segment(source_path, segment, spec, info, reporter(tally, segment.index))
+        on_frame = reporter(tally, segment.index)
+        encoded = encode_segment(source_path, segment, spec, info, on_frame, stills, tally.report_still)
     finally:
         release_freed_memory()
     node = ray.get_runtime_context().get_node_id()  # where it ran: the driver's placement note names it

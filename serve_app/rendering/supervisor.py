@@ -213,6 +213,10 @@ class RenderSupervisor:
         """A segment task's live frame count, into the pool's tally (fire-and-forget from the task)."""
         self.pool.report_frames(run, index, frames_done)
 
+    async def report_still(self, run: str, name: str, png: bytes) -> None:
+        """A picture a segment task made as it passed its frame (the watermark preview), into the pool's tally."""
+        self.pool.report_still(run, name, png)
+
     async def start(self, task_id: str) -> None:
         """Drive `task_id` unless this instance already does or it has ended: idempotent per task."""
         await self.ready()

@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -352,18 +353,15 @@ def test_unsupported_media_propagates_unchanged(cluster, media, tmp_path):
     assert not os.path.exists(tmp_path / "b.mp4")
 
 
-def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(cluster, media, tmp_path, monkeypatch):
-    """Four renders on one pool (2 CPUs). The first one's two segments hold both CPUs until every other render is
-    queued, so the start order that follows is the scheduler's alone, whatever the machine's speed: principal
-    a's renders in arrival order, principal b's render served in turn between them rather than after them. Every
-    render is cut in two, one segment per CPU, busy or not (the queue gives out the turns): the last render of a
-    batch then takes both CPUs. Each gets one encoder thread (every CPU has a segment), so all make the same frames."""
+def hold_segments_until_the_gate(monkeypatch, tmp_path) -> tuple[Path, Path]:
+    """(gate, held): every segment that starts before the file `gate` exists marks itself in the folder `held` and
+    waits for it, so the renders planned meanwhile queue behind those segments whatever the machine's speed."""
     gate = tmp_path / "gate-open"
     held = tmp_path / "held"
     held.mkdir()
 
     def waits_for_the_gate(source_path, segment, spec, info, tally, stills=()):
-        if not gate.exists():  # only the first render's segments start before the gate opens
+        if not gate.exists():
             (held / str(segment.index)).touch()
             deadline = time.monotonic() + DEADLINE_S
             while not gate.exists():
@@ -374,6 +372,16 @@ def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(clu
     monkeypatch.setattr(
         render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(waits_for_the_gate)
     )
+    return gate, held
+
+
+def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(cluster, media, tmp_path, monkeypatch):
+    """Four renders on one pool (2 CPUs). The first one's two segments hold both CPUs until every other render is
+    queued, so the start order that follows is the scheduler's alone, whatever the machine's speed: principal
+    a's renders in arrival order, principal b's render served in turn between them rather than after them. Every
+    render is cut in two, one segment per CPU, busy or not (the queue gives out the turns): the last render of a
+    batch then takes both CPUs. Each gets one encoder thread (every CPU has a segment), so all make the same frames."""
+    gate, held = hold_segments_until_the_gate(monkeypatch, tmp_path)
     pool = render_driver.RenderPool()
 
     class Queued(Hooks):
@@ -431,22 +439,7 @@ def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_meanwhile(
     """A render whose segments wait in the queue (another render holds both CPUs until its preview is out) does not
     keep its reviewer waiting for its turn: past STILL_START_WAIT_S a picture task makes the preview and the
     source's first frame, the same pictures the segments would have."""
-    gate = tmp_path / "gate-open"
-    held = tmp_path / "held"
-    held.mkdir()
-
-    def holds_until_the_gate(source_path, segment, spec, info, tally, stills=()):
-        if spec.watermark is None:  # the first render's: hold the CPUs
-            (held / str(segment.index)).touch()
-            deadline = time.monotonic() + DEADLINE_S
-            while not gate.exists():
-                assert time.monotonic() < deadline, "the gate never opened"
-                time.sleep(0.05)
-        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
-
-    monkeypatch.setattr(
-        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(holds_until_the_gate)
-    )
+    gate, held = hold_segments_until_the_gate(monkeypatch, tmp_path)
     monkeypatch.setattr(render_driver, "STILL_START_WAIT_S", 0.5)
     pool = render_driver.RenderPool()
     info = probe(media[0])

@@ -11,7 +11,7 @@ HOSTS_DIR := tests/clients/inspector
 HOSTS_STAMP := $(HOSTS_DIR)/node_modules/.installed
 PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
 
-.PHONY: serve test test-fast lint clients bench chaos fuzz clean
+.PHONY: serve test test-fast lint clients bench chaos fuzz docs-screenshot clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/control_plane.py
 	$(BIN)/python benchmarks/reliability.py
 	$(BIN)/python benchmarks/autoscale.py --plot docs/autoscale.png
+
+# The README's picture of the review page, from tests/test_review_page.py's real browser (a test run leaves it alone).
+docs-screenshot: $(STAMP)
+	VIDFORGE_DOCS_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_review_page.py -k approve_on_the_page -q
 
 fuzz: $(STAMP)
 	$(BIN)/python benchmarks/fuzz.py

@@ -100,7 +100,8 @@ def encode_segment(
         # A GPU decoder may scale (not turn); interlaced frames must reach the deinterlacer at their own size.
         decode_size = (info.width, info.height) if pipeline.deinterlaces else pipeline.scaled_size
         decoder = open_video_decoder(stream, spec.video_decoder, *decode_size)
-        frames = frames_from(container, stream, info, segment.keyframe_s, decoder)  # the lead-in is dropped:
+        frames = frames_from(container, stream, info, segment.keyframe_s, decoder)
+        # The lead-in (the frames between the keyframe and the segment's first) is decoded and dropped.
         wanted: Iterable[av.VideoFrame] = islice(frames, segment.lead_in, segment.lead_in + segment.frame_count)
         marked = {still.offset: still.name for still in stills if still.marked}
         unmarked = [still for still in stills if not still.marked]

@@ -1,6 +1,6 @@
 """The sources of the render matrix (issue #22, "Performance that holds on every source"): 1920x1080 30 fps H.264
-in mp4 of any length, with a 440 Hz AAC stereo 48 kHz tone or without audio, each made by one ffmpeg command
-from lavfi inputs, once per work dir (written under a `.partial` name, then renamed: a clip already there is
+in mp4 of any length, with a 440 Hz AAC stereo 48 kHz tone or without audio: the silent one made by one ffmpeg
+command from lavfi inputs, the other from its video and the tone, once per work dir (written under a `.partial` name, then renamed: a clip already there is
 reused; an interrupted run leaves none half-made).
 
 - `gradient`: a horizontal RGB gradient whose levels shift 3 a frame, and a 40-pixel white square moving 7 px a
@@ -71,25 +71,10 @@ _RECIPES = {
 }
 
 
-def source_command(name: str, seconds: float, audio: bool, out_path: str) -> list[str]:
-    """The ffmpeg command that writes matrix source `name` to `out_path` (mp4, whatever its extension)."""
+def source_command(name: str, seconds: float, out_path: str) -> list[str]:
+    """The ffmpeg command that writes matrix source `name`, silent, to `out_path` (mp4, whatever its extension)."""
     graph, x264 = _RECIPES[name]
-    tone = ["-f", "lavfi", "-i", f"sine=frequency={TONE_HZ}:sample_rate={AUDIO_RATE}"] if audio else []
-    sound = ["-map", "1:a", "-c:a", "aac", "-ac", "2", "-b:a", AUDIO_BIT_RATE] if audio else []
-    return [
-        *FFMPEG,
-        "-y",
-        "-f",
-        "lavfi",
-        "-i",
-        graph,
-        *tone,
-        "-map",
-        "0:v",
-        *x264,
-        "-pix_fmt",
-        "yuv420p",
-        *sound,
+    return [*FFMPEG, "-y", "-f", "lavfi", "-i", graph, "-map", "0:v", *x264, "-pix_fmt", "yuv420p"] + [
         "-t",
         f"{seconds:g}",
         "-f",
@@ -98,8 +83,19 @@ def source_command(name: str, seconds: float, audio: bool, out_path: str) -> lis
     ]
 
 
+def tone_command(silent_path: str, seconds: float, out_path: str) -> list[str]:
+    """The ffmpeg command that writes `silent_path`'s video (copied, packet for packet) with the tone beside it."""
+    tone = f"sine=frequency={TONE_HZ}:sample_rate={AUDIO_RATE}"
+    return [*FFMPEG, "-y", "-i", silent_path, "-f", "lavfi", "-i", tone, "-map", "0:v", "-map", "1:a"] + [
+        *("-c:v", "copy", "-c:a", "aac", "-ac", "2", "-b:a", AUDIO_BIT_RATE),
+        *("-t", f"{seconds:g}", "-f", "mp4", out_path),
+    ]
+
+
 def matrix_source(workdir: str, name: str, seconds: float, audio: bool) -> str:
-    """Matrix source `name`, `seconds` long, with or without audio, in `workdir` (made on first use)."""
+    """Matrix source `name`, `seconds` long, with or without audio, in `workdir` (made on first use). The one with
+    audio is the silent one's video with the tone added: one encode of the picture for both (the `noisy` Mandelbrot
+    zoom alone takes tens of minutes at 120 s)."""
     if name not in _RECIPES:
         raise ValueError(f"unknown matrix source {name!r}: one of {SOURCES}")
     os.makedirs(workdir, exist_ok=True)
@@ -107,7 +103,11 @@ def matrix_source(workdir: str, name: str, seconds: float, audio: bool) -> str:
     if not os.path.exists(path):
         started = time.perf_counter()
         partial = f"{path}.partial"
-        subprocess.run(source_command(name, seconds, audio, partial), check=True)
+        if audio:
+            command = tone_command(matrix_source(workdir, name, seconds, False), seconds, partial)
+        else:
+            command = source_command(name, seconds, partial)
+        subprocess.run(command, check=True)
         if name == "bframes_editlist" and not any(media_time > 0 for _, media_time in video_edit_list(partial)):
             raise RuntimeError(f"{partial}: no edit list with a start offset on the video track")
         os.replace(partial, path)

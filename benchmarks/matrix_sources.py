@@ -1,7 +1,7 @@
 """The sources of the render matrix (issue #22, "Performance that holds on every source"): 1920x1080 30 fps H.264
 in mp4 of any length, with a 440 Hz AAC stereo 48 kHz tone or without audio: the silent one made by one ffmpeg
-command from lavfi inputs, the other from its video and the tone, once per work dir (written under a `.partial` name, then renamed: a clip already there is
-reused; an interrupted run leaves none half-made).
+command from lavfi inputs, the other from its video and the tone, once per work dir (written under a `.partial`
+name, then renamed: a clip already there is reused; an interrupted run leaves none half-made).
 
 - `gradient`: a horizontal RGB gradient whose levels shift 3 a frame, and a 40-pixel white square moving 7 px a
   frame; x264 ultrafast CRF 18 (no B-frames), a keyframe every 30 frames. Easy to compress.
@@ -75,11 +75,7 @@ def source_command(name: str, seconds: float, out_path: str) -> list[str]:
     """The ffmpeg command that writes matrix source `name`, silent, to `out_path` (mp4, whatever its extension)."""
     graph, x264 = _RECIPES[name]
     return [*FFMPEG, "-y", "-f", "lavfi", "-i", graph, "-map", "0:v", *x264, "-pix_fmt", "yuv420p"] + [
-        "-t",
-        f"{seconds:g}",
-        "-f",
-        "mp4",
-        out_path,
+        *("-t", f"{seconds:g}", "-f", "mp4", out_path),
     ]
 
 

@@ -420,12 +420,13 @@ class RenderRun:
         ride_along = self._pool.scheduler.idle() and self._pool.local_node_takes_work()
         audio = None if ride_along else self._schedule(_audio_task, {}, job.source_path, spec.output_format)
         pictures = self._pictures_wanted(preview)
-        stills = plan_stills(segments, info, PREVIEW in pictures, SOURCE_FRAME in pictures) if pictures else None
+        # No stills (none wanted, or plan_stills left them to a task): the approval gate makes its pictures itself.
+        stills = plan_stills(segments, info, PREVIEW in pictures, SOURCE_FRAME in pictures) or {}
         parts = [
             self._schedule(
                 segment_task,
                 segment_options,
-                *(job.source_path, s, spec, info, tally, (stills or {}).get(s.index, ())),
+                *(job.source_path, s, spec, info, tally, stills.get(s.index, ())),
                 bundle=segment_bundle,
             )
             for s in segments
@@ -433,7 +434,7 @@ class RenderRun:
         if audio is None:
             audio = self._ride_along(parts[0], _audio_task, job.source_path, spec.output_format)
 
-        carriers = {still.name: parts[index] for index, made in (stills or {}).items() for still in made}
+        carriers = {still.name: parts[index] for index, made in stills.items() for still in made}
         gate = [self._approval_gate(preview, info, pictures, carriers)] if job.spec.watermark is not None else []
         work = (self._encode(parts, info), self._audio(audio), *gate)
         waits = [asyncio.ensure_future(w) for w in work]

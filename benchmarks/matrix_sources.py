@@ -7,7 +7,8 @@ name, then renamed: a clip already there is reused; an interrupted run leaves no
   frame; x264 ultrafast CRF 18 (no B-frames), a keyframe every 30 frames. Easy to compress.
 - `noisy`: a zoom into the Mandelbrot set (soft, detailed, scaled up from 640x360 as a camera's picture is
   soft) under film grain that changes every frame (`noise=allf=t+u`); x264 veryfast CRF 20 without B-frames,
-  a keyframe every 30 frames: ~20 Mbit/s, hard to compress and heavy to decode.
+  a keyframe every 30 frames: ~20 Mbit/s, hard to compress and heavy to decode. Past 30 s the zoom starts
+  again (on a keyframe), under grain of its own: its deeper frames cost minutes each to compute.
 - `long_gop`: the moving test pattern (`testsrc2`), a keyframe every 10 s (keyint 300, no scene cuts), no
   B-frames: segments are cut between keyframes, and each decodes a lead-in from the keyframe before it.
 - `bframes_editlist`: the test pattern with its hue turning, x264 veryfast with 3 B-frames (and a keyframe
@@ -50,8 +51,14 @@ _GRADIENT = (
     f"color=white:s=40x40:r={FPS}[square];"
     "[bg][square]overlay=x='mod(7*n\\,W-w)':y='(H-h)/2':shortest=1,format=yuv420p"
 )
+# The zoom's frames cost more the deeper it goes (its first 30 s took 36 s to make here, its first 52 s twenty
+# minutes, then 0.7 s of picture a minute), so a longer source plays the first 30 s again (`loop` holds them, and
+# passes the first ones through as they come: the 10 and 30 s sources are the same bytes as without it). The grain
+# is still each frame's own, and every replay starts on a keyframe (900 frames, keyint 30): 120 s take ~2 minutes.
+_ZOOM_FRAMES = 30 * FPS
 _NOISY = (
     f"mandelbrot=s=640x360:r={FPS}:start_scale=0.6:end_scale=0.001:maxiter=1024,"
+    f"loop=loop=-1:size={_ZOOM_FRAMES},"
     f"scale={WIDTH}:{HEIGHT}:flags=bicubic,noise=alls=10:allf=t+u,format=yuv420p"
 )
 _PATTERN = f"testsrc2=s={WIDTH}x{HEIGHT}:r={FPS}"
@@ -90,8 +97,8 @@ def tone_command(silent_path: str, seconds: float, out_path: str) -> list[str]:
 
 def matrix_source(workdir: str, name: str, seconds: float, audio: bool) -> str:
     """Matrix source `name`, `seconds` long, with or without audio, in `workdir` (made on first use). The one with
-    audio is the silent one's video with the tone added: one encode of the picture for both (the `noisy` Mandelbrot
-    zoom alone takes tens of minutes at 120 s)."""
+    audio is the silent one's video with the tone added: one encode of the picture for both (`noisy` at 120 s
+    takes two minutes to make)."""
     if name not in _RECIPES:
         raise ValueError(f"unknown matrix source {name!r}: one of {SOURCES}")
     os.makedirs(workdir, exist_ok=True)

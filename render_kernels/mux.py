@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeVar
 
 import av
 
@@ -18,6 +19,12 @@ from .video import EncodedSegment
 
 # Muxer options per output format (the format names are FFmpeg's muxer names). mp4/mov: moov box first, so players can start before the whole file has arrived.
 CONTAINER_OPTIONS = {"mp4": {"movflags": "+faststart"}, "mov": {"movflags": "+faststart"}, "webm": {}}
+
+# What a segment's packets must share with the first's to go in one track: codec, width, height, time base and
+# codec header.
+Encoding = tuple[str, int, int, tuple[int, int], bytes | None]
+_Track = TypeVar("_Track", av.VideoStream, av.AudioStream)
+_KINDS = {av.VideoStream: "video", av.AudioStream: "audio"}
 
 
 @dataclass
@@ -59,22 +66,21 @@ def mux_segments(
         with av.open(
             tmp_path, "w", format=output_format, container_options=CONTAINER_OPTIONS[output_format]
         ) as container:
-            video = _stream_like(container, first.codec, first.extradata)
+            video = _stream_like(container, first.codec, first.extradata, av.VideoStream)
             video.codec_context.width, video.codec_context.height = first.width, first.height
             video.codec_context.pix_fmt = "yuv420p"
             video.codec_context.framerate = frame_rate(fps)
             video.codec_context.time_base = Fraction(*first.time_base)
-            sound = None
+            in_order = _popped_first([first], pending)
+            del first  # from here only the list in `in_order` holds it, until the mux takes it out
+            tracks: list[Iterator[av.Packet[av.stream.Stream]]] = [track.packets(in_order, video)]
             if audio is not None:
-                sound = _stream_like(container, audio.codec, audio.extradata)
+                sound = _stream_like(container, audio.codec, audio.extradata, av.AudioStream)
                 sound.codec_context.sample_rate = audio.sample_rate
                 sound.codec_context.layout = audio.layout
                 sound.codec_context.time_base = Fraction(*audio.time_base)
-            in_order = _popped_first([first], pending)
-            del first  # from here only the list in `in_order` holds it, until the mux takes it out
-            for packet in heapq.merge(
-                track.packets(in_order, video), _audio_packets(audio, sound), key=lambda p: p.dts * p.time_base
-            ):
+                tracks.append(_audio_packets(audio, sound))
+            for packet in heapq.merge(*tracks, key=_decode_time):
                 container.mux(packet)
         with av.open(tmp_path) as check:  # report what a reader of the file sees
             duration_s = (check.duration or 0) / av.time_base
@@ -99,19 +105,24 @@ def _fsync(path: str) -> None:
         os.fsync(fh.fileno())
 
 
-def _encoding(segment: EncodedSegment) -> tuple:
+def _encoding(segment: EncodedSegment) -> Encoding:
     return segment.codec, segment.width, segment.height, segment.time_base, segment.extradata
 
 
-def _stream_like(container: av.container.OutputContainer, codec: str, extradata: bytes | None) -> av.stream.Stream:
-    """An output stream for already-encoded `codec` packets, carrying the encoder's extradata.
+def _stream_like(
+    container: av.container.OutputContainer, codec: str, extradata: bytes | None, kind: type[_Track]
+) -> _Track:
+    """An output stream of `kind` for already-encoded `codec` packets, carrying the encoder's extradata.
 
     `add_stream` would open a new encoder when the header is written (replacing the extradata with its own),
     so the stream is made from a template instead: its codec context is never opened, and its parameters,
     extradata included, are copied as they are into the container.
     """
     with av.open(io.BytesIO(), "w", format=container.format.name) as scratch:
-        stream = container.add_stream_from_template(scratch.add_stream(codec))
+        template = scratch.add_stream(codec)
+        if not isinstance(template, kind):
+            raise ValueError(f"{codec!r} encodes {template.type}, not {_KINDS[kind]}")
+        stream = container.add_stream_from_template(template)
     stream.codec_context.extradata = extradata
     return stream
 
@@ -126,12 +137,14 @@ class _VideoTrack:
     """The video packets of segments read one by one, checked as they come against the first segment's encoding
     and for their index (0, 1, ...); `frames` counts the frames passed so far (all of them once the mux is done)."""
 
-    def __init__(self, encoding: tuple) -> None:
+    def __init__(self, encoding: Encoding) -> None:
         self.encoding = encoding
         self.next_index = 0
         self.frames = 0
 
-    def packets(self, segments: Iterator[EncodedSegment], stream):
+    def packets(
+        self, segments: Iterator[EncodedSegment], stream: av.VideoStream
+    ) -> Iterator[av.Packet[av.stream.Stream]]:
         for segment in segments:
             if _encoding(segment) != self.encoding:
                 raise ValueError("segments were encoded with different codecs, sizes, rates or codec headers")
@@ -145,17 +158,23 @@ class _VideoTrack:
             del segment  # before the next one is fetched: one segment in memory at a time
 
 
-def _audio_packets(audio: EncodedAudio | None, stream):
-    if audio is None:
-        return
+def _audio_packets(audio: EncodedAudio, stream: av.AudioStream) -> Iterator[av.Packet[av.stream.Stream]]:
     tb = Fraction(*audio.time_base)
     for data, pts, dts in zip(audio.packets, audio.pts, audio.dts):
         yield _packet(data, pts, dts, tb, stream, True)
 
 
-def _packet(data: bytes, pts: int, dts: int, time_base: Fraction, stream, keyframe: bool) -> av.Packet:
+def _packet(
+    data: bytes, pts: int, dts: int, time_base: Fraction, stream: av.VideoStream | av.AudioStream, keyframe: bool
+) -> av.Packet[av.stream.Stream]:
     packet = av.Packet(data)
     packet.pts, packet.dts, packet.time_base = pts, dts, time_base
     packet.stream = stream
     packet.is_keyframe = keyframe
     return packet
+
+
+def _decode_time(packet: av.Packet[av.stream.Stream]) -> Fraction:
+    """When `packet` is decoded, in seconds: the order a muxer interleaves the tracks in."""
+    assert packet.dts is not None  # set by _packet on every packet here
+    return packet.dts * packet.time_base

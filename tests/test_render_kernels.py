@@ -574,6 +574,18 @@ def test_mux_failure_leaves_no_artifact(clip, media_dir):
     assert not target.exists() and [f for f in os.listdir(media_dir) if f.startswith(".mux-")] == []
 
 
+def test_mux_refuses_a_track_whose_codec_is_of_another_kind(clip, media_dir):
+    info = probe(clip)
+    segment = encode_segment(clip, plan_segments(info, 1)[0], RenderSpec("mp4", "720p"), info)
+    audio = encode_audio(clip, "mp4")
+    target = media_dir / "swapped.mp4"
+    with pytest.raises(ValueError, match="'aac' encodes audio, not video"):
+        mux_segments([dataclasses.replace(segment, codec="aac")], None, "mp4", str(target), info.fps)
+    with pytest.raises(ValueError, match="'libx264' encodes video, not audio"):
+        mux_segments([segment], dataclasses.replace(audio, codec="libx264"), "mp4", str(target), info.fps)
+    assert not target.exists() and [f for f in os.listdir(media_dir) if f.startswith(".mux-")] == []
+
+
 def test_encode_audio_codecs(clip):
     aac, opus = encode_audio(clip, "mov"), encode_audio(clip, "webm")
     assert (aac.codec, aac.sample_rate, aac.channels, aac.time_base) == ("aac", 48000, 2, (1, 48000))

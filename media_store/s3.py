@@ -79,13 +79,27 @@ class S3MediaStore:
             yield os.path.join(folder, key.rsplit("/", 1)[-1])
 
     def get_bytes(self, key: str) -> bytes:
-        return bytes(obstore.get(self.bucket, key).bytes())
+        with self.missing_only_if_the_bucket_answers(key):
+            return bytes(obstore.get(self.bucket, key).bytes())
 
     def size(self, key: str) -> int | None:
         try:
-            return obstore.head(self.bucket, key)["size"]
+            with self.missing_only_if_the_bucket_answers(key):
+                return obstore.head(self.bucket, key)["size"]
         except FileNotFoundError:
             return None
+
+    @contextlib.contextmanager
+    def missing_only_if_the_bucket_answers(self, key: str) -> Iterator[None]:
+        """S3 answers 404 both for a key that is not there and for a bucket that is gone (and a HEAD has no body to
+        say which), so a FileNotFoundError passes on only once the bucket answers a listing; a bucket that is gone
+        raises the listing's error instead, a store fault, so that a missing bucket is not read as a missing file
+        (an asset as `source_not_found`, the readiness probe as ready)."""
+        try:
+            yield
+        except FileNotFoundError:
+            next(iter(obstore.list(self.bucket, key, chunk_size=1)), None)
+            raise
 
     def list(self, prefix: str) -> list[StoredObject]:
         return [
@@ -129,7 +143,9 @@ class S3Media:
 
     @contextlib.contextmanager
     def open(self) -> Iterator[BinaryIO]:
-        with _RangedReader(obstore.open_reader(self.store.bucket, self.key, buffer_size=READ_BUFFER_BYTES)) as file:
+        with self.store.missing_only_if_the_bucket_answers(self.key):
+            reader = obstore.open_reader(self.store.bucket, self.key, buffer_size=READ_BUFFER_BYTES)
+        with _RangedReader(reader) as file:
             yield cast(BinaryIO, file)  # a raw binary file: what PyAV and Pillow read through (typing has no such type)
 
 

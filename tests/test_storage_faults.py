@@ -6,10 +6,14 @@
 - while serving, a bucket that has gone is a temporary fault in the contract's envelope: HTTP 503 with
   `temporary: true` and Retry-After on the file routes (over MCP, a tool's fault already is the envelope's
   `internal_error`, temporary; a resource read of a store that does not answer is now the same). Before this, an
-  upload was answered with Starlette's plain-text `500 Internal Server Error`.
+  upload was answered with Starlette's plain-text `500 Internal Server Error`;
+- S3 answers a HEAD of any key in a bucket that has gone with a bare 404, as for a missing key: a render of an
+  uploaded asset was `source_not_found` and `/readyz` said ready. Now both name the store.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import httpx
 import pytest
@@ -48,13 +52,22 @@ def server(s3_server, tmp_path_factory):
         process.kill()
 
 
-def test_a_bucket_gone_while_serving_is_a_temporary_fault_in_the_envelope(server, s3_server, tmp_path):
-    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=1.0)
+@contextlib.contextmanager
+def bucket_gone(s3_server):
+    """The bucket deleted (its objects first: S3 deletes only an empty bucket), then made again, empty."""
     client = s3_server.client()
     for key in s3_server.object_keys(""):
         client.delete_object(Bucket=s3_server.bucket, Key=key)
     client.delete_bucket(Bucket=s3_server.bucket)
     try:
+        yield
+    finally:
+        client.create_bucket(Bucket=s3_server.bucket)
+
+
+def test_a_bucket_gone_while_serving_is_a_temporary_fault_in_the_envelope(server, s3_server, tmp_path):
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=1.0)
+    with bucket_gone(s3_server):
         with open(clip, "rb") as body:
             response = httpx.post(f"{server.base}/assets", params={"filename": "clip.mp4"}, content=body, timeout=120)
         assert response.status_code == 503, (response.status_code, response.headers, response.text[:500])
@@ -64,8 +77,18 @@ def test_a_bucket_gone_while_serving_is_a_temporary_fault_in_the_envelope(server
         assert error["temporary"] is True and error["code"] == "internal_error" and error["request_id"]
         assert "media storage" in error["message"]
 
-    finally:
-        client.create_bucket(Bucket=s3_server.bucket)
+
+def test_a_bucket_gone_is_not_a_missing_asset_and_the_server_is_not_ready(server, s3_server, tmp_path):
+    uploaded = upload(server, make_clip(str(tmp_path / "clip.mp4"), seconds=1.0))
+    assert httpx.get(f"{server.base}/readyz", timeout=30).status_code == 200
+    arguments = {"source_asset_uri": uploaded, "output_format": "mp4", "resolution": "720p"}
+    with bucket_gone(s3_server):
+        readiness = httpx.get(f"{server.base}/readyz", timeout=30)
+        result = Wire(server.url).tool("vidforge_render_video", arguments)
+    assert (readiness.status_code, readiness.json()) == (503, {"status": "unready", "failing": ["media_store"]})
+    assert result["isError"] is True, result
+    envelope = result["structuredContent"]
+    assert envelope["temporary"] is True and envelope["code"] != "source_not_found", envelope
 
 
 def test_a_store_that_stops_answering_is_a_temporary_fault_on_the_mcp_surface(server, s3_server, tmp_path):

@@ -22,9 +22,6 @@ MAX_RATE_DENOMINATOR = 1001
 MIN_FRAME_RATE = Fraction(1, MAX_RATE_DENOMINATOR)
 # Declared stream rates are trusted when within this relative distance of the measured average rate.
 RATE_TOLERANCE = 0.005
-# A source's video bytes are summed per this many frames (SourceInfo.video_bytes): fine enough for the planner
-# to see where the picture is harder, coarse enough to keep with an asset's facts (an hour at 30 fps: 3600).
-BYTES_BIN_FRAMES = 30
 
 
 # What the probe calls a file that libav cannot open or decode, or that holds fewer frames than its index lists:
@@ -145,9 +142,6 @@ class SourceInfo:
     hflip: bool = False  # then mirrored left-right (a vertical mirror is recorded as rotation 180 + hflip)
     sample_aspect: tuple[int, int] = (1, 1)  # width : height of one decoded pixel on screen (anamorphic video)
     field_order: str = "progressive"  # interlaced: "tff", "bff" or "auto" (per frame); renders deinterlace it
-    # Video packet bytes of each BYTES_BIN_FRAMES frames in presentation order (the last run may be shorter): how
-    # hard each stretch of the picture is to decode, which plan_segments weighs. Empty: every frame alike.
-    video_bytes: tuple[int, ...] = ()
 
     def display_size(self) -> tuple[float, float]:
         """(width, height) of the picture as players show it, in square pixels: the sample aspect ratio
@@ -169,16 +163,15 @@ def source_record(info: SourceInfo) -> dict[str, Any]:
     record = {f.name: getattr(info, f.name) for f in fields(info) if f.name != "path"}
     record["audio"] = asdict(info.audio) if info.audio is not None else None
     record["keyframe_times"], record["keyframe_frames"] = list(info.keyframe_times), list(info.keyframe_frames)
-    record["sample_aspect"], record["video_bytes"] = list(info.sample_aspect), list(info.video_bytes)
+    record["sample_aspect"] = list(info.sample_aspect)
     return record
 
 
 def source_from_record(record: dict[str, Any], path: Media) -> SourceInfo:
     """The SourceInfo `source_record` made, for the file at `path`.
 
-    A record stored by an older version lacks the later fields (orientation, sample aspect, field order, video
-    bytes): they take their defaults, which describe an upright, square-pixel, progressive source whose frames
-    are alike to decode.
+    A record stored by an older version lacks the later fields (orientation, sample aspect, field order):
+    they take their defaults, which describe an upright, square-pixel, progressive source.
     """
     audio = record["audio"]
     return SourceInfo(
@@ -189,7 +182,6 @@ def source_from_record(record: dict[str, Any], path: Media) -> SourceInfo:
             "keyframe_frames": tuple(record["keyframe_frames"]),
             "audio": AudioInfo(**audio) if audio is not None else None,
             "sample_aspect": tuple(record.get("sample_aspect", (1, 1))),
-            "video_bytes": tuple(record.get("video_bytes", ())),
         }
     )
 
@@ -294,7 +286,6 @@ def _probe(path: Media, limits: MediaLimits) -> SourceInfo:
             hflip=hflip,
             sample_aspect=_sample_aspect(video),
             field_order=field_order(ctx.field_order, first_frame),
-            video_bytes=_binned_bytes(scan.video_pts, scan.video_sizes),
         )
 
 
@@ -311,16 +302,9 @@ def _sample_aspect(video: av.VideoStream) -> tuple[int, int]:
     return (sar.numerator, sar.denominator) if sar else (1, 1)
 
 
-def _binned_bytes(pts: list[int], sizes: list[int]) -> tuple[int, ...]:
-    """The bytes of each BYTES_BIN_FRAMES packets in presentation order (SourceInfo.video_bytes)."""
-    shown = [size for _, size in sorted(zip(pts, sizes))]
-    return tuple(sum(shown[i : i + BYTES_BIN_FRAMES]) for i in range(0, len(shown), BYTES_BIN_FRAMES))
-
-
 @dataclass
 class _Scan:
     video_pts: list[int]
-    video_sizes: list[int]  # each video packet's bytes, parallel to video_pts
     keyframe_pts: list[int]
     audio_ticks: int  # summed audio packet durations, in the audio stream's time base
     first_frame: av.VideoFrame | None = None  # the first decoded picture
@@ -342,7 +326,7 @@ def _scan(
     container: av.container.InputContainer, video: av.VideoStream, audio: av.AudioStream | None, limits: MediaLimits
 ) -> _Scan:
     """Read every packet once, stopping at a limit; decode only until the first picture appears."""
-    scan = _Scan([], [], [], 0)
+    scan = _Scan([], [], 0)
     streams = [video] if audio is None else [video, audio]
     max_frames = limits.max_frames
     max_span = None if limits.max_duration_s is None else limits.max_duration_s / time_base(video)
@@ -357,7 +341,6 @@ def _scan(
             if pts is None:
                 raise UnsupportedMedia("video packets carry no timestamps")
             scan.video_pts.append(pts)
-            scan.video_sizes.append(packet.size)
             if packet.is_keyframe:
                 scan.keyframe_pts.append(pts)
             if max_frames is not None and len(scan.video_pts) > max_frames:

@@ -35,9 +35,9 @@ from render_kernels import (
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipeline
 from render_kernels.encoders import nvenc_available, segment_encoder_threads
 from render_kernels.frames import frames_from, open_video
-from render_kernels.plan import BYTES_SHARE, LEAD_IN_COST, MAX_LEAD_IN_SHARE
+from render_kernels.plan import LEAD_IN_COST, MAX_LEAD_IN_SHARE
 from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME, STILL_WITHIN_S, Still, plan_stills
-from render_kernels.probe import BYTES_BIN_FRAMES, MediaLimits
+from render_kernels.probe import MediaLimits
 
 FPS = 10  # few frames per second keeps 720p encodes cheap; a keyframe every second (gop=FPS)
 OUT_W, OUT_H = 1280, 720
@@ -119,17 +119,6 @@ def test_probe_reports_exact_facts(clip):
     assert info.audio is not None
     assert (info.audio.codec, info.audio.sample_rate, info.audio.channels) == ("aac", 48000, 2)
     assert info.audio.duration_s == pytest.approx(4.0, abs=0.05)
-
-
-def test_probe_counts_the_video_bytes_of_each_run_of_frames(clip):
-    """x264's B-frames: packets come in decode order, and are counted by the frames they show."""
-    info = probe(clip)
-    with av.open(clip) as container:
-        packets = [(p.pts, p.size) for p in container.demux(container.streams.video[0]) if p.size]
-    shown = [size for _, size in sorted(packets)]
-    assert len(info.video_bytes) == -(-info.frame_count // BYTES_BIN_FRAMES) == 2  # 40 frames: 30 and 10
-    assert info.video_bytes == (sum(shown[:BYTES_BIN_FRAMES]), sum(shown[BYTES_BIN_FRAMES:]))
-    assert [size for _, size in packets] != shown, "the clip must have frames out of order"
 
 
 def test_probe_odd_dimensions_without_audio(odd_clip):
@@ -284,60 +273,15 @@ def test_a_cut_at_a_keyframe_needs_no_lead_in():
     assert segments == [Segment(0, 0, 150, 0.0, 0), Segment(1, 150, 150, 5.0, 0)]
 
 
-def weighted_work(info: SourceInfo, segment: Segment) -> float:
-    """The planner's work for a segment of a source with byte counts, from its definition: each frame weighs its
-    run's bytes a frame over the source's; rendering costs 1 - BYTES_SHARE + BYTES_SHARE x weight, a lead-in
-    frame LEAD_IN_COST x weight."""
-    mean = sum(info.video_bytes) / info.frame_count
-    counts = [min(BYTES_BIN_FRAMES, info.frame_count - i) for i in range(0, info.frame_count, BYTES_BIN_FRAMES)]
-    weight = [run / n / mean for run, n in zip(info.video_bytes, counts) for _ in range(n)]
-    shown = range(segment.start_frame, segment.start_frame + segment.frame_count)
-    lead_in = range(segment.start_frame - segment.lead_in, segment.start_frame)
-    return sum(1 - BYTES_SHARE + BYTES_SHARE * weight[f] for f in shown) + sum(
-        LEAD_IN_COST * weight[f] for f in lead_in
-    )
-
-
-def test_a_source_harder_in_one_half_gives_that_half_fewer_frames():
-    """A picture that takes 1.44 x the bytes in its second half (as the benchmark's grainy zoom does) is harder to
-    decode and encode there: cut where the weighted work is equal, not at the middle frame."""
-    info = dataclasses.replace(
-        hand_info(10.0, 30.0, tuple(float(t) for t in range(10))), video_bytes=(1000,) * 5 + (1440,) * 5
-    )
-    segments = plan_segments(info, 2)
-    check_plan(info, segments, 2.0)
-    assert segments[0].frame_count > 160  # 150 each when every frame weighs the same
-    works = [weighted_work(info, s) for s in segments]
-    assert max(works) - min(works) <= 1.5  # the budget's step, and one heavier frame
-    alike = dataclasses.replace(info, video_bytes=(1000,) * 10)  # bytes that say nothing: the plan without them
-    assert plan_segments(alike, 2) == plan_segments(dataclasses.replace(info, video_bytes=()), 2)
-    assert plan_segments(alike, 2) == [Segment(0, 0, 150, 0.0, 0), Segment(1, 150, 150, 5.0, 0)]
-
-
-def test_a_cut_a_frame_past_a_keyframe_moves_back_to_it():
-    """A first half a hair lighter than the second: the least budget (whole frames of work) fits a segment one
-    frame past the keyframe at 30 s, which would decode that keyframe twice; cut at the keyframe, as that fits too."""
-    info = dataclasses.replace(
-        hand_info(60.0, 30.0, tuple(float(t) for t in range(60))), video_bytes=(1000,) * 30 + (1001,) * 30
-    )
-    assert plan_segments(info, 2) == [Segment(0, 0, 900, 0.0, 0), Segment(1, 900, 900, 30.0, 0)]
-
-
 def test_plan_segments_short_source_is_one_segment():
     assert plan_segments(hand_info(1.5, 25.0, (0.0, 0.5, 1.0)), 8) == [Segment(0, 0, 38, 0.0, 0)]
     assert len(plan_segments(hand_info(3.9, 25.0, tuple(t / 5 for t in range(20))), 8)) == 1  # two: under 2 s
 
 
 def test_plan_segments_on_probed_clip(clip):
-    """40 frames, keyframes every 10: three segments of equal work, weighted by the clip's bytes; without its
-    byte counts, frames + LEAD_IN_COST x lead-in."""
-    info = probe(clip)
-    segments = plan_segments(info, workers=3, min_segment_s=1.0)
-    check_plan(info, segments, 1.0)
-    works = [weighted_work(info, s) for s in segments]
-    assert len(segments) == 3 and max(works) - min(works) <= 1.5
-    alike = plan_segments(dataclasses.replace(info, video_bytes=()), workers=3, min_segment_s=1.0)
-    assert [(s.start_frame, s.frame_count, s.lead_in) for s in alike] == [(0, 15, 0), (15, 13, 5), (28, 12, 8)]
+    """40 frames, keyframes every 10: three segments of equal work (frames + LEAD_IN_COST x lead-in)."""
+    segments = plan_segments(probe(clip), workers=3, min_segment_s=1.0)
+    assert [(s.start_frame, s.frame_count, s.lead_in) for s in segments] == [(0, 15, 0), (15, 13, 5), (28, 12, 8)]
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ CONTAINER_OPTIONS = {"mp4": {"movflags": "+faststart"}, "mov": {"movflags": "+fa
 
 # What a segment's packets must share with the first's to go in one track: codec, width, height, time base and
 # codec header.
-Encoding = tuple[str, int, int, tuple[int, int], bytes | None]
+_SegmentEncoding = tuple[str, int, int, tuple[int, int], bytes | None]
 _Track = TypeVar("_Track", av.VideoStream, av.AudioStream)
 _KINDS = {av.VideoStream: "video", av.AudioStream: "audio"}
 
@@ -105,7 +105,7 @@ def _fsync(path: str) -> None:
         os.fsync(fh.fileno())
 
 
-def _encoding(segment: EncodedSegment) -> Encoding:
+def _encoding(segment: EncodedSegment) -> _SegmentEncoding:
     return segment.codec, segment.width, segment.height, segment.time_base, segment.extradata
 
 
@@ -137,7 +137,7 @@ class _VideoTrack:
     """The video packets of segments read one by one, checked as they come against the first segment's encoding
     and for their index (0, 1, ...); `frames` counts the frames passed so far (all of them once the mux is done)."""
 
-    def __init__(self, encoding: Encoding) -> None:
+    def __init__(self, encoding: _SegmentEncoding) -> None:
         self.encoding = encoding
         self.next_index = 0
         self.frames = 0

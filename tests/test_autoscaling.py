@@ -11,7 +11,8 @@ and no VIDFORGE_* variable: the bucket's location and credentials reach the work
 - one tenant's flood of renders asks the autoscaler for no more than its cap (the demand the scheduler computed, and
   the request the autoscaler reads from the GCS);
 - under VIDFORGE_GPU=require a render starts the GPU node type (a declared `GPU`, no device): its codecs are chosen
-  there (NVENC and NVDEC do not open: libx264, software decoding) and its segments run there, on the node's CPU.
+  there (NVENC and NVDEC do not open: libx264, software decoding) and its segments run there, on the node's CPU;
+- a supervisor that starts withdraws the request a dead one left standing.
 
 Waits are on conditions with generous deadlines; the figures printed are what this machine measured.
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 import pytest
 import ray
 from ray._private import ray_constants
+from ray.autoscaler.sdk import request_resources
 from ray.experimental.internal_kv import _internal_kv_get
 
 from mcp_protocol.progress import RenderProgress
@@ -137,6 +139,18 @@ def workers_up(resource: str = "CPU") -> list[dict]:
     return [n for n in ray.nodes() if n["Alive"] and n["Resources"].get(resource, 0) > 0]
 
 
+def wait_for_no_gpu_node(cluster: FakeAutoscalingCluster) -> None:
+    """Until no GPU node is up; on a timeout, with what the autoscaler decided and what it was asked for."""
+    try:
+        wait_until(lambda: not workers_up("GPU"), NODE_DEADLINE_S, interval=0.5, message="no GPU node up")
+    except AssertionError as timeout:
+        nodes = [(n["NodeID"][-8:], n["Resources"]) for n in ray.nodes() if n["Alive"]]
+        raise AssertionError(
+            f"{timeout}; standing request {standing_request()}; nodes up {nodes}; the autoscaler's log ends:\n"
+            f"{cluster.monitor_log()[-6000:]}"
+        ) from None
+
+
 def standing_request() -> list[dict]:
     """The request the v1 autoscaler reads from the GCS (`request_resources` writes it there)."""
     raw = _internal_kv_get(ray_constants.AUTOSCALER_RESOURCE_REQUEST_CHANNEL)
@@ -160,6 +174,20 @@ async def render_all(runs: list[RenderRun]) -> list:
     return await asyncio.wait_for(asyncio.gather(*(run.run() for run in runs)), RENDER_DEADLINE_S)
 
 
+async def render_and_drain(pool: RenderPool, runs: list[RenderRun]) -> list:
+    """`runs` rendered, and the standing request then withdrawn. The scheduler's tick withdraws it within a second
+    of the queue draining, on the loop the renders ran on: leaving that loop at once (as `asyncio.run` does when
+    its coroutine returns) would cancel the tick and leave the last demand standing, and the autoscaler keeps the
+    nodes a standing request needs, idle or not (a GPU node among them, which the next test waits to see go)."""
+    done = await render_all(runs)
+    elastic = pool.scheduler.elastic
+    assert elastic is not None
+    withdrawn = time.monotonic() + NODE_DEADLINE_S
+    while elastic.publisher.published != ResourceDemand() and time.monotonic() < withdrawn:
+        await asyncio.sleep(0.2)
+    return done
+
+
 def test_a_batch_scales_out_runs_on_the_new_nodes_and_scales_back_in(cluster, media, tmp_path):
     assert not workers_up(), "every worker type starts at 0 nodes"
     pool = elastic_pool(cluster)
@@ -168,16 +196,11 @@ def test_a_batch_scales_out_runs_on_the_new_nodes_and_scales_back_in(cluster, me
     samples: list[tuple[float, int, float]] = []  # (s since the batch, CPU nodes up, CPUs requested)
 
     async def batch() -> list:
-        rendering = asyncio.ensure_future(render_all(runs))
+        rendering = asyncio.ensure_future(render_and_drain(pool, runs))
         while not rendering.done():
             samples.append((time.monotonic() - started, len(workers_up()), pool.scheduler.demand().cpus))
             await asyncio.sleep(0.5)
-        done = await rendering
-        # The scheduler's tick withdraws the standing request within a second of the queue draining.
-        withdrawn = time.monotonic() + NODE_DEADLINE_S
-        while pool.scheduler.elastic.publisher.published != ResourceDemand() and time.monotonic() < withdrawn:
-            await asyncio.sleep(0.2)
-        return done
+        return await rendering
 
     started = time.monotonic()
     try:
@@ -243,33 +266,49 @@ def test_one_tenants_flood_asks_for_no_more_than_its_cap(cluster, media):
 def test_auto_runs_on_cpu_nodes_when_no_gpu_node_comes_within_the_wait(cluster, media, tmp_path):
     """VIDFORGE_GPU=auto on a cluster whose autoscaler offers a GPU node type but has none up: a render the GPU path
     would serve waits VIDFORGE_GPU_WAIT_S (0 here) for one, then runs on CPU nodes and says so."""
-    wait_until(lambda: not workers_up("GPU"), NODE_DEADLINE_S, interval=0.5, message="no GPU node up")
+    wait_for_no_gpu_node(cluster)
     pool = elastic_pool(cluster)
     run = RenderRun(job(media, "dave", gpu="auto"), Hooks(), pool)
     try:
-        result = asyncio.run(render_all([run]))[0]
+        result = asyncio.run(render_and_drain(pool, [run]))[0]
     finally:
         pool.close()
     assert frames_of(media, result.path, tmp_path) == round(SECONDS * FPS)
+    assert standing_request() == []
     # Software codecs, chosen without a GPU node (the segments may still use a GPU node's CPUs if one starts).
     assert placement_of(run).startswith("Placement: CPU nodes (no GPU node started within VIDFORGE_GPU_WAIT_S, 0 s)")
 
 
 def test_a_render_that_requires_a_gpu_starts_the_gpu_node_type(cluster, media, tmp_path):
-    wait_until(lambda: not workers_up("GPU"), NODE_DEADLINE_S, interval=0.5, message="no GPU node up")
+    wait_for_no_gpu_node(cluster)
     pool = elastic_pool(cluster)
     run = RenderRun(job(media, "carol", gpu="require"), Hooks(), pool)
     started = time.monotonic()
     try:
-        result = asyncio.run(render_all([run]))[0]
+        result = asyncio.run(render_and_drain(pool, [run]))[0]
     finally:
         pool.close()
     gpu_nodes = {n["NodeID"] for n in ray.nodes() if n["Resources"].get("GPU", 0) > 0}  # alive or since removed
     assert gpu_nodes, "a GPU node was started"
     assert frames_of(media, result.path, tmp_path) == round(SECONDS * FPS)
+    assert standing_request() == []
     # The segments ran on the GPU node; the codecs were chosen there, and with no device behind the declared GPU
     # neither NVENC nor NVDEC opened: the node's CPU encoded (libx264) and decoded.
     assert {s["node"] for s in run.segment_stats} <= gpu_nodes
     placement = placement_of(run)
     assert placement.startswith("Placement: GPU nodes (encoder libx264, software decoding); segments finished: ")
     print(f"\ngpu: render done {time.monotonic() - started:.1f} s after it asked; {placement}")
+
+
+def test_a_supervisor_that_starts_withdraws_the_request_a_dead_one_left_standing(cluster):
+    """A supervisor that died mid-batch (a crash, a redeploy) left its demand standing; the autoscaler would keep
+    that many nodes up forever. Its successor's scheduler starts by withdrawing it: its own queue is empty until a
+    render resumes, and a resumed render asks again."""
+    request_resources(bundles=[{"CPU": 1.0}] * CPU_NODES)
+    assert standing_request() == [{"CPU": 1.0}] * CPU_NODES
+    pool = elastic_pool(cluster)
+    try:
+        assert standing_request() == []
+        assert pool.scheduler.elastic.publisher.published == ResourceDemand()
+    finally:
+        pool.close()

@@ -24,6 +24,8 @@ gives Ray only as many as the cluster has CPUs and picks the next one fairly:
 On an autoscaling cluster the scheduler also keeps Ray's autoscaler told of what its queued and running tasks need
 (serve_app.rendering.autoscaling), and, while work waits, looks for new CPUs every ELASTIC_TICK_S (a node that joined
 frees no task, so nothing else would start the queued ones there) and republishes the demand, to `[]` once drained.
+It starts by publishing `[]`: a supervisor that died mid-batch (a crash, a redeploy) left its demand standing, and
+the autoscaler keeps the nodes a standing request needs however idle they are.
 
 Everything here runs on the driver's event loop (the supervisor actor's): no locks, and `submit`, `withdraw`
 and the dispatch never await, so a withdrawn render can have no task started after `withdraw` returns.
@@ -161,6 +163,11 @@ class SegmentScheduler:
         self._reserved: dict[tuple[str, Hashable], asyncio.TimerHandle] = {}
         self._withdrawn: set[tuple[str, Hashable]] = set()  # until their running tasks have ended
         self._queue_labels: set[str] = set()  # the principal labels vidforge_queued_segments has been set for
+        if elastic is not None:
+            try:
+                elastic.publisher.publish(ResourceDemand())  # nothing queued yet: withdraw what a predecessor left
+            except Exception:  # noqa: BLE001 - the GCS out of reach a moment: the first render's tick asks again
+                logger.exception("could not withdraw a standing autoscaler request")
 
     def plan_width(self, principal: str | None = None) -> int:
         """How many segments a render planned now should aim for: every CPU of the cluster, busy or not (see the

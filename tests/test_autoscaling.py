@@ -174,17 +174,22 @@ async def render_all(runs: list[RenderRun]) -> list:
     return await asyncio.wait_for(asyncio.gather(*(run.run() for run in runs)), RENDER_DEADLINE_S)
 
 
-async def render_and_drain(pool: RenderPool, runs: list[RenderRun]) -> list:
-    """`runs` rendered, and the standing request then withdrawn. The scheduler's tick withdraws it within a second
-    of the queue draining, on the loop the renders ran on: leaving that loop at once (as `asyncio.run` does when
-    its coroutine returns) would cancel the tick and leave the last demand standing, and the autoscaler keeps the
+async def withdrawn(pool: RenderPool) -> None:
+    """Until the pool's standing request is withdrawn. The scheduler's tick withdraws it within a second of the
+    queue draining, on the loop the renders ran on: leaving that loop at once (as `asyncio.run` does when its
+    coroutine returns) would cancel the tick and leave the last demand standing, and the autoscaler keeps the
     nodes a standing request needs, idle or not (a GPU node among them, which the next test waits to see go)."""
-    done = await render_all(runs)
     elastic = pool.scheduler.elastic
     assert elastic is not None
-    withdrawn = time.monotonic() + NODE_DEADLINE_S
-    while elastic.publisher.published != ResourceDemand() and time.monotonic() < withdrawn:
+    deadline = time.monotonic() + NODE_DEADLINE_S
+    while elastic.publisher.published != ResourceDemand() and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
+
+
+async def render_and_drain(pool: RenderPool, runs: list[RenderRun]) -> list:
+    """`runs` rendered, and the standing request then withdrawn."""
+    done = await render_all(runs)
+    await withdrawn(pool)
     return done
 
 
@@ -250,7 +255,7 @@ def test_one_tenants_flood_asks_for_no_more_than_its_cap(cluster, media):
         for task in rendering:
             task.cancel()
         await asyncio.gather(*rendering, return_exceptions=True)
-        await asyncio.sleep(2 * 1.0)  # a tick of the scheduler after the withdrawals
+        await withdrawn(pool)
 
     try:
         asyncio.run(flood())

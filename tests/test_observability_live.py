@@ -175,8 +175,8 @@ def test_a_real_prometheus_sees_the_run_and_the_logs_account_for_every_error(ser
     exposition = "".join(httpx.get(url, timeout=30).text for url in metrics_urls(server))
     assert "# HELP ray_vidforge_renders_ended_total Renders that reached a terminal status" in exposition
 
-    lines = _log_lines(server, ray_tmp)
     request_id = refused["structuredContent"]["request_id"]
+    lines = _log_lines(server, ray_tmp, request_id, '"render_ended"')
     saying = [line for line in lines if request_id in line]
     assert len(saying) == 1, saying  # exactly one line says what happened
     said = json.loads(saying[0])
@@ -188,9 +188,14 @@ def test_a_real_prometheus_sees_the_run_and_the_logs_account_for_every_error(ser
         assert not [line for line in lines if secret in line], "a credential reached the logs"
 
 
-def _log_lines(server: ServerProcess, ray_tmp: Path) -> list[str]:
-    """Every line the run logged: the server's own output and every file of its Ray session's logs."""
-    time.sleep(2)  # let the workers' last lines reach their files
-    sessions = [p for p in ray_tmp.glob("ray/session_*") if not p.is_symlink()]  # not session_latest again
-    files = [server.log_path, *(p for session in sessions for p in session.glob("logs/**/*") if p.is_file())]
-    return [line for path in files for line in path.read_text(errors="replace").splitlines()]
+def _log_lines(server: ServerProcess, ray_tmp: Path, *awaited: str) -> list[str]:
+    """Every line the run logged: the server's own output and every file of its Ray session's logs, once some line
+    holds each of `awaited` (Ray's workers reach their files a moment after the event)."""
+
+    def read() -> list[str] | None:
+        sessions = [p for p in ray_tmp.glob("ray/session_*") if not p.is_symlink()]  # not session_latest again
+        files = [server.log_path, *(p for session in sessions for p in session.glob("logs/**/*") if p.is_file())]
+        lines = [line for path in files for line in path.read_text(errors="replace").splitlines()]
+        return lines if all(any(text in line for line in lines) for text in awaited) else None
+
+    return wait_until(read, DEADLINE_S, interval=0.5, message=f"log lines holding {awaited}")

@@ -81,9 +81,8 @@ _RECIPES = {
 def source_command(name: str, seconds: float, out_path: str) -> list[str]:
     """The ffmpeg command that writes matrix source `name`, silent, to `out_path` (mp4, whatever its extension)."""
     graph, x264 = _RECIPES[name]
-    return [*FFMPEG, "-y", "-f", "lavfi", "-i", graph, "-map", "0:v", *x264, "-pix_fmt", "yuv420p"] + [
-        *("-t", f"{seconds:g}", "-f", "mp4", out_path),
-    ]
+    encode = [*FFMPEG, "-y", "-f", "lavfi", "-i", graph, "-map", "0:v", *x264, "-pix_fmt", "yuv420p"]
+    return [*encode, "-t", f"{seconds:g}", "-f", "mp4", out_path]
 
 
 def tone_command(silent_path: str, seconds: float, out_path: str) -> list[str]:

@@ -164,10 +164,7 @@ class SegmentScheduler:
         self._withdrawn: set[tuple[str, Hashable]] = set()  # until their running tasks have ended
         self._queue_labels: set[str] = set()  # the principal labels vidforge_queued_segments has been set for
         if elastic is not None:
-            try:
-                elastic.publisher.publish(ResourceDemand())  # nothing queued yet: withdraw what a predecessor left
-            except Exception:  # noqa: BLE001 - the GCS out of reach a moment: the first render's tick asks again
-                logger.exception("could not withdraw a standing autoscaler request")
+            self._tell_the_autoscaler(ResourceDemand())  # nothing queued yet: withdraw what a predecessor left
 
     def plan_width(self, principal: str | None = None) -> int:
         """How many segments a render planned now should aim for: every CPU of the cluster, busy or not (see the
@@ -326,15 +323,22 @@ class SegmentScheduler:
             while True:
                 self._dispatch()
                 demand = self.demand()
-                try:
-                    self.elastic.publisher.publish(demand)
-                except Exception:  # noqa: BLE001 - the GCS out of reach a moment: the next tick asks again
-                    logger.exception("could not tell the autoscaler the demand; retrying")
+                self._tell_the_autoscaler(demand)
                 if not demand.bundles and not self._wanted:
                     return
                 await asyncio.sleep(ELASTIC_TICK_S)
         finally:
             self._ticking = None
+
+    def _tell_the_autoscaler(self, demand: ResourceDemand) -> None:
+        """Make `demand` Ray's standing request. A GCS out of reach a moment is logged, not raised: the next tick
+        (or, at start, the first render's) publishes again, as the publisher sends whatever differs from what it
+        last sent."""
+        assert self.elastic is not None
+        try:
+            self.elastic.publisher.publish(demand)
+        except Exception:  # noqa: BLE001 - a moment without the GCS must end neither the tick nor a start
+            logger.exception("could not tell the autoscaler the demand; retrying")
 
     def _unreserve(self, key: tuple[str, Hashable]) -> None:
         if self._reserved.pop(key, None) is not None:

@@ -3,8 +3,10 @@
 The storage boundary: `TaskRecord`s go in and come out; a record's JSON (and the migration of older layouts)
 lives only here. The database's `user_version` says which layout its records have. Version 0 (a store written
 before typed records, issue 11) kept each render's finished wire result (its `CallToolResult`, the approval
-timeout's result) in the record; `migrate_v0` turns such a record into the outcome it describes, once, when
-the store is opened, in one transaction with the version bump.
+timeout's result) in the record; `migrate_v0` turns such a record into the outcome it describes. Version 1 (before
+asset URIs were matched whole, issue 32) may hold a render's asset URI with a trailing newline;
+`canonical_asset_uris` stores it as the URI it stands for. Each runs once, when the store is opened, in one
+transaction with the version bump.
 """
 
 import json
@@ -12,9 +14,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.domain import TaskRecord
+from media_store.private_files import create_private_file, make_private_dirs
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -25,6 +29,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     created_at_ms   INTEGER NOT NULL,
     record          TEXT NOT NULL
 );
+-- A principal's tasks, newest first, a page at a time (`owned_task_ids`), without reading anyone else's.
+CREATE INDEX IF NOT EXISTS tasks_by_principal ON tasks (principal, created_at_ms, task_id);
 CREATE TABLE IF NOT EXISTS idempotency (
     principal     TEXT NOT NULL,
     key           TEXT NOT NULL,
@@ -45,9 +51,9 @@ class TaskStore:
     FILENAME = "registry.sqlite3"
 
     def __init__(self, data_dir: str) -> None:
-        path = Path(data_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        self.path = path / self.FILENAME
+        make_private_dirs(data_dir)
+        self.path = Path(data_dir) / self.FILENAME
+        create_private_file(self.path)  # SQLite gives its -wal and -shm files the database's mode
         # The owning actor serialises all access on its event loop, but Ray may run the constructor on a
         # different thread than the loop, so the connection must not be pinned to its creating thread.
         self._conn = sqlite3.connect(self.path, check_same_thread=False)
@@ -67,7 +73,10 @@ class TaskStore:
         with self._conn:
             rows = self._conn.execute("SELECT record FROM tasks").fetchall()
             for (record,) in rows:
-                migrated = migrate_v0(json.loads(record))
+                stored = json.loads(record)
+                migrated = canonical_asset_uris(
+                    migrate_v0(stored) if version == 0 else TaskRecord.model_validate(stored)
+                )
                 self._conn.execute(
                     "UPDATE tasks SET record = ? WHERE task_id = ?", (migrated.model_dump_json(), migrated.task_id)
                 )
@@ -97,6 +106,22 @@ class TaskStore:
                     "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?)",
                     (record.principal, record.request.idempotency_key, record.task_id, record.created_at_ms),
                 )
+
+    def owned_task_ids(self, principal: str, limit: int, before: tuple[int, str] | None = None) -> list[str]:
+        """Up to ``limit`` of the principal's task ids, newest first (creation time, then id); with ``before`` (the
+        (created_at_ms, task_id) of a previous page's last task), those after it in that order."""
+        if before is None:
+            rows = self._conn.execute(
+                "SELECT task_id FROM tasks WHERE principal = ? ORDER BY created_at_ms DESC, task_id DESC LIMIT ?",
+                (principal, limit),
+            )
+        else:
+            rows = self._conn.execute(
+                "SELECT task_id FROM tasks WHERE principal = ? AND (created_at_ms, task_id) < (?, ?)"
+                " ORDER BY created_at_ms DESC, task_id DESC LIMIT ?",
+                (principal, *before, limit),
+            )
+        return [task_id for (task_id,) in rows]
 
     def delete_tasks(self, task_ids: list[str]) -> None:
         """Remove tasks and any idempotency key that still points at them, in one commit (one fsync for a
@@ -167,6 +192,24 @@ def migrate_v0(old: dict[str, Any]) -> TaskRecord:
             "attempt": old.get("attempt", 0),
         }
     )
+
+
+def canonical_asset_uris(rec: TaskRecord) -> TaskRecord:
+    """A record of layout 1 with its asset URIs canonical. The `$`-anchored check of layout 1 also accepted a URI
+    followed by a newline, and the render ran on that asset; the sweep, reading ids only from canonical URIs
+    (`RenderRequest.asset_ids`), would otherwise take the asset from under a live render."""
+
+    def canonical(uri: str) -> str:
+        ref = AssetRef.parse(uri.removesuffix("\n"))
+        return ref.uri if ref is not None else uri
+
+    request = rec.request
+    update: dict[str, Any] = {"source_asset_uri": canonical(request.source_asset_uri)}
+    if request.watermark is not None:
+        update["watermark"] = request.watermark.model_copy(
+            update={"image_asset_uri": canonical(request.watermark.image_asset_uri)}
+        )
+    return rec.model_copy(update={"request": request.model_copy(update=update)})
 
 
 def _v0_end(old: dict[str, Any]) -> dict[str, Any]:

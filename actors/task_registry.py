@@ -44,7 +44,7 @@ from mcp_protocol.domain import (
 )
 from media_store import open_media_store
 from media_store.artifacts import delete_renders
-from media_store.assets import AssetIndex, assets_named, hide_assets, settle_hidden
+from media_store.assets import AssetIndex, hide_assets, settle_hidden
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ _MUTABLE = frozenset(
         "frames_total",
         "fps",
         "source_fps",
+        "frames_written",
         "poll_interval_ms",
         "input_seq",
         "pending",
@@ -88,7 +89,7 @@ _MUTABLE = frozenset(
 # published (version bump, watchers woken) but not committed to the store: they are measurements, re-measured
 # by a resumed render (which starts its segments over anyway), so an fsync each would buy nothing and would
 # stall this actor's one event loop for every render's every report.
-VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps"})
+VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps", "frames_written"})
 # At most this many unsaved (volatile) version bumps per task; the next one is committed. A restarted registry
 # adds it to every unfinished task's stored version, so versions never go back for a watcher whose long poll
 # Ray retries on the new instance (it would otherwise wait for a version the task already "had").
@@ -260,6 +261,13 @@ class TaskRegistry:
         self._bind_loop()
         return len(self._active(principal))
 
+    async def list_owned(self, principal: str, limit: int, before: tuple[int, str] | None = None) -> list[TaskRecord]:
+        """A page of the principal's tasks, newest first (``TaskStore.owned_task_ids``: found through the store's
+        index, not by reading every record); ``before`` is the previous page's last (created_at_ms, task_id)."""
+        self._bind_loop()
+        owned = self._store.owned_task_ids(principal, limit, before)
+        return [rec for task_id in owned if (rec := self._tasks.get(task_id))]
+
     async def watch(
         self, principal: str, task_ids: list[str], versions: dict[str, int], timeout_s: float
     ) -> list[TaskRecord]:
@@ -412,8 +420,10 @@ class TaskRegistry:
         message: str | None = None,
         fps: float | None = None,
         source_fps: float | None = None,
+        frames_written: int = 0,
     ) -> TaskRecord | None:
-        """Progress is monotonic: ``frames_done`` never decreases; terminal tasks ignore it (None).
+        """Progress is monotonic: ``frames_done`` and ``frames_written`` never decrease; terminal tasks ignore it
+        (None).
 
         While input is pending, frames still count (segments render speculatively) but the phase and the
         status message keep naming the pending approval. A resumed render probes again with ``frames_total``
@@ -427,6 +437,7 @@ class TaskRegistry:
             "frames_total": frames_total or current.frames_total,
             "fps": fps,
             "source_fps": source_fps,
+            "frames_written": max(current.frames_written, frames_written),
         }
         if current.status is WORKING:
             if phase is not None:
@@ -645,11 +656,10 @@ class TaskRegistry:
         return len(gone)
 
     def _assets_in_use(self) -> set[str]:
+        """The ids of the assets non-terminal tasks name: compared as ids (`RenderRequest.asset_ids`), never as the
+        URI strings they came in."""
         return {
-            asset_id
-            for rec in self._tasks.values()
-            if not rec.status.terminal
-            for asset_id in assets_named(rec.request.arguments())
+            asset_id for rec in self._tasks.values() if not rec.status.terminal for asset_id in rec.request.asset_ids
         }
 
     # -- helpers -----------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from mcp_protocol.catalog import input_schemas
 from mcp_protocol.envelope import VidforgeError, repair
 from mcp_protocol.errors import invalid_argument
 from mcp_protocol.json_types import JSONObject
+from mcp_protocol.text_limits import excerpt
 
 _validators: dict[str, Draft202012Validator] = {}
 
@@ -87,8 +88,15 @@ def _argument_error(tool: str, arguments: JSONObject, error: ValidationError) ->
         reason = f"'{field}' must be one of {schema.get('enum')}"
         alternative = f"Set '{field}' to one of {schema.get('enum')} and call {tool} again."
         step = "fix_argument_value"
+    elif error.validator == "maxLength" and isinstance(error.instance, str):
+        # The limit named, the value not echoed back (a note may be long; it is the caller's own).
+        reason = f"'{field}' has {len(error.instance)} characters; the limit is {error.validator_value} (maxLength)"
+        alternative = f"Shorten '{field}' to at most {error.validator_value} characters and call {tool} again."
+        step = "fix_argument_value"
     else:
-        reason = f"'{field}': {error.message}" if field else error.message
+        # jsonschema's message quotes the offending value: quoted only up to the free-text bound.
+        message = excerpt(error.message)
+        reason = f"'{field}': {message}" if field else message
         alternative = f"Correct '{field}' per the inputSchema and call {tool} again."
         step = "fix_argument_value"
     repaired = copy.deepcopy(arguments) if error.validator == "required" else _without(arguments, field)

@@ -18,6 +18,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.error_codes import ErrorCode, new_request_id
 from mcp_protocol.json_types import JSONObject
 
@@ -39,13 +40,27 @@ class Watermark(_Frozen):
 
 
 class RenderRequest(_Frozen):
-    """`vidforge_render_video`'s arguments, validated, defaults applied."""
+    """`vidforge_render_video`'s arguments, validated, defaults applied. A render is created only with its asset
+    URIs in their one canonical form (`ToolCalls` refuses any other: mcp_protocol.asset_uri)."""
 
     source_asset_uri: str
     output_format: OutputFormat
     resolution: Resolution
     watermark: Watermark | None = None
     idempotency_key: str | None = None
+
+    def asset_uris(self) -> dict[str, str]:
+        """The asset URIs the request names, by argument (the source, and the watermark's image when there is one)."""
+        uris = {"source_asset_uri": self.source_asset_uri}
+        if self.watermark is not None:
+            uris["watermark.image_asset_uri"] = self.watermark.image_asset_uri
+        return uris
+
+    @property
+    def asset_ids(self) -> frozenset[str]:
+        """The ids of the assets the request names (what the retention sweep keeps for a live render). The edge
+        refuses a URI that names no asset (mcp_protocol.tools), so every URI of a created render counts here."""
+        return frozenset(ref.asset_id for uri in self.asset_uris().values() if (ref := AssetRef.parse(uri)))
 
     def arguments(self, *, with_key: bool = True) -> JSONObject:
         """The arguments as a call would send them (what a repair echoes): absent ones left out."""
@@ -187,11 +202,13 @@ class TaskRecord(_Frozen):
     status: TaskStatus = TaskStatus.WORKING
     phase: Phase = Phase.QUEUED
     status_message: str
-    # Live progress (see mcp_protocol.progress): frames encoded so far, of the total, and the measured speed.
+    # Live progress (see mcp_protocol.progress): frames encoded so far, of the total, the measured speed, and the
+    # frames the mux has written into the output file.
     frames_done: int = 0
     frames_total: int = 0
     fps: float | None = None
     source_fps: float | None = None
+    frames_written: int = 0
     created_at_ms: int
     last_updated_at_ms: int
     ttl_ms: int  # the task's ttlMs, as announced when it was created

@@ -17,6 +17,7 @@ from mcp_protocol.catalog import CAPABILITIES_TOOL, RENDER_TOOL, STATUS_TOOL, vi
 from mcp_protocol.envelope import VidforgeError, repair
 from mcp_protocol.error_codes import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, ErrorCode
 from mcp_protocol.json_types import JSONObject
+from mcp_protocol.text_limits import excerpt
 from mcp_protocol.timefmt import duration_adjective, duration_text, iso_ms
 
 if TYPE_CHECKING:
@@ -57,9 +58,11 @@ def source_not_found(field: str, reason: str) -> VidforgeError:
 
 
 def no_asset_at(uri: object) -> str:
-    """source_not_found's reason for a URI that names no asset of this credential."""
+    """source_not_found's reason for a URI that names no asset of this credential (quoted up to the free-text
+    bound: the URI is the caller's)."""
+    shown = excerpt(uri) if isinstance(uri, str) else uri
     return (
-        f"No asset at {uri!r} for this credential (unknown id, another credential's asset, or not a "
+        f"No asset at {shown!r} for this credential (unknown id, another credential's asset, or not a "
         "vidforge://assets/<id> URI)."
     )
 
@@ -82,7 +85,7 @@ def unsupported_codec(field: str, reason: str) -> VidforgeError:
 
 
 def watermark_rejected(request: RenderRequest, note: str | None) -> VidforgeError:
-    quoted = f"'{note}'" if note else "no note given"
+    quoted = f"'{excerpt(note)}'" if note else "no note given"  # bounded also for a note kept before the limit
     return VidforgeError(
         code=ErrorCode.WATERMARK_REJECTED,
         message="User declined the watermark preview; the render was not finalized.",

@@ -74,8 +74,9 @@ INSTRUCTIONS = (
 # lifespan state.
 RequestContext: TypeAlias = ServerRequestContext[Any, Request]
 
-_VIDEO_URI = re.compile(r"^vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)$")
-_PREVIEW_URI = re.compile(r"^vidforge://renders/(?P<id>[A-Za-z0-9_-]{1,128})/watermark-preview\.png$")
+# Matched whole (`fullmatch`: a `$` would also match before a final newline), as every id a caller sends is.
+_VIDEO_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)")
+_PREVIEW_URI = re.compile(r"vidforge://renders/(?P<id>[A-Za-z0-9_-]{1,128})/watermark-preview\.png")
 
 
 def discover_result() -> JSONObject:
@@ -215,10 +216,10 @@ class VidforgeServer:
                 "cacheScope": "private",
             }
         try:
-            if match := _VIDEO_URI.match(uri):
+            if match := _VIDEO_URI.fullmatch(uri):
                 artifact, data = await self.service.read_video(principal, match["id"], match["ext"])
                 mime = artifact.mime
-            elif match := _PREVIEW_URI.match(uri):
+            elif match := _PREVIEW_URI.fullmatch(uri):
                 data, mime = await self.service.read_preview(principal, match["id"]), "image/png"
             else:
                 raise errors.resource_not_found(None, self.settings.result_retention_s)

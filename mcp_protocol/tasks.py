@@ -17,11 +17,13 @@ from mcp_types import RequestParams
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_protocol import errors, views
+from mcp_protocol.catalog import APPROVE_TOOL
 from mcp_protocol.domain import TaskRecord
-from mcp_protocol.envelope import as_mcp_error
+from mcp_protocol.envelope import VidforgeError, as_mcp_error, repair
 from mcp_protocol.identity import TASKS_EXTENSION
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService
+from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS, too_long
 from mcp_protocol.views import Caller
 from mcp_protocol.wire_settings import WireSettings
 
@@ -95,6 +97,19 @@ def approval_answer(response: object) -> tuple[bool, str | None] | None:
     return approved, note if isinstance(note, str) else None
 
 
+def note_refused(task_id: str, key: str, approved: bool, why: str) -> MCPError:
+    """-32602 for a form answer whose note is past the free-text limit (mcp_protocol.text_limits), with
+    `invalid_argument`'s envelope naming the field and the limit; the repair is the same decision, without it."""
+    field = f"inputResponses.{key}.content.note"
+    fix = repair(
+        "fix_argument_value",
+        APPROVE_TOOL,
+        {"render_id": task_id, "approved": approved},
+        f"Send the decision again with a note of at most {FREE_TEXT_MAX_CHARS} characters, or none.",
+    )
+    return as_mcp_error(errors.invalid_argument("The answer's note is too long.", field, f"'{field}' has {why}", fix))
+
+
 class TaskMethods:
     def __init__(self, service: RenderService, settings: WireSettings) -> None:
         self._service = service
@@ -106,7 +121,10 @@ class TaskMethods:
         check_mcp_name(headers, task_id)
         if not caller.tasks:
             raise missing_tasks_capability()
-        rec = await self._service.get_render(caller.principal, task_id, fresh=fresh)
+        try:
+            rec = await self._service.get_render(caller.principal, task_id, fresh=fresh)
+        except VidforgeError as error:  # the task state out of reach: the contract's temporary error
+            raise as_mcp_error(error) from None
         if rec is None:
             raise errors.task_not_found()
         expired_at_ms = rec.created_at_ms + rec.ttl_ms
@@ -122,15 +140,18 @@ class TaskMethods:
 
     async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
         """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored. The keys are
-        checked against the registry's own record: a replica's mirror may not have the round just opened yet."""
+        checked against the registry's own record: a replica's mirror may not have the round just opened yet. An
+        answer whose note is past the free-text limit refuses the whole update before anything is recorded."""
         rec = await self._record(caller, headers, params.task_id, fresh=True)
-        for key, response in params.input_responses.items():
-            if rec.pending is None or key != rec.pending.key:
+        answers = {key: approval_answer(response) for key, response in params.input_responses.items()}
+        for key, answer in answers.items():
+            if answer is not None and answer[1] is not None and (why := too_long(answer[1])) is not None:
+                raise note_refused(rec.task_id, key, answer[0], why)
+        for key, answer in answers.items():
+            if rec.pending is None or key != rec.pending.key or answer is None:
                 continue
-            answer = approval_answer(response)
-            if answer is not None:
-                approved, note = answer
-                await self._service.answer_approval(caller.principal, rec.task_id, approved, note, key=key)
+            approved, note = answer
+            await self._service.answer_approval(caller.principal, rec.task_id, approved, note, key=key)
         return {"resultType": "complete"}
 
     async def cancel(self, caller: Caller, headers: Mapping[str, str] | None, params: TaskParams) -> JSONObject:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mcp_protocol import errors, views
 from mcp_protocol.arguments import validate_arguments
+from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.catalog import (
     APPROVE_TOOL,
     CANCEL_TOOL,
@@ -94,6 +95,9 @@ class ToolCalls:
 
     async def _render(self, caller: Caller, args: JSONObject) -> JSONObject:
         request = RenderRequest.model_validate(args)
+        for field, uri in request.asset_uris().items():  # parsed here, once, whole: the request keeps only these
+            if AssetRef.parse(uri) is None:
+                raise errors.source_not_found(field, errors.no_asset_at(uri))
         rec = await self._service.create_render(caller.principal, request)
         retention_s = self._settings.result_retention_s
         if caller.tasks:

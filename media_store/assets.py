@@ -10,17 +10,15 @@ deletes the rest (or puts the metadata back).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
+from mcp_protocol.asset_uri import ASSET_ID
 from media_store.base import MediaStore
 
 ASSETS = "assets"
 META = "meta.json"
 BLOB = "blob"
-ASSET_URI_PREFIX = "vidforge://assets/"
-ASSET_ID = re.compile(r"a_[a-z0-9]{16,64}")
 
 
 def blob_key(asset_id: str) -> str:
@@ -76,6 +74,23 @@ class AssetIndex:
         """Bytes the principal's stored assets hold: what VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL bounds."""
         return sum(meta.get("size_bytes", 0) for meta in self.metas().values() if meta.get("principal") == principal)
 
+    def owned(self, principal: str, limit: int, before: tuple[float, str] | None = None) -> list[dict[str, Any]]:
+        """Up to `limit` of the principal's assets' metadata, newest first (upload time, then id); with `before`
+        (the (created_at, asset_id) of a previous page's last asset), those after it in that order. The layout keeps
+        no per-principal index, so this filters the listing `metas` keeps (only new metadata files are read)."""
+        found = sorted(
+            (
+                (meta.get("created_at", 0.0), asset_id, meta)
+                for asset_id, meta in self.metas().items()
+                if meta.get("principal") == principal
+            ),
+            key=lambda item: (item[0], item[1]),
+            reverse=True,
+        )
+        return [meta for created_at, asset_id, meta in found if before is None or (created_at, asset_id) < before][
+            :limit
+        ]
+
     def expired(self, uploaded_before_s: float, spare: set[str], limit: int) -> list[str]:
         """Up to `limit` ids of assets uploaded before `uploaded_before_s` (epoch seconds), other than `spare`."""
         found = [
@@ -84,13 +99,6 @@ class AssetIndex:
             if asset_id not in spare and meta.get("created_at", float("inf")) < uploaded_before_s
         ]
         return found[:limit]
-
-
-def assets_named(arguments: dict) -> set[str]:
-    """The asset ids a render's arguments name (source and watermark image)."""
-    uris = [arguments.get("source_asset_uri"), (arguments.get("watermark") or {}).get("image_asset_uri")]
-    ids = {uri.removeprefix(ASSET_URI_PREFIX) for uri in uris if isinstance(uri, str)}
-    return {asset_id for asset_id in ids if ASSET_ID.fullmatch(asset_id)}
 
 
 def hide_assets(media: MediaStore, asset_ids: Iterable[str]) -> dict[str, bytes]:

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from mcp_protocol.asset_uri import ASSET_ID
 from media_store.artifacts import ARTIFACTS
-from media_store.assets import ASSET_ID, ASSETS, META
+from media_store.assets import ASSETS, META
 from media_store.base import MediaStore
 
 WRITING_PREFIXES = (".tmp-", ".mux-")  # the stores' and the mux kernel's in-progress names

@@ -7,15 +7,15 @@ again, and the render plans its segments from it (`source_info`) instead of prob
 upload over HTTP is streamed into the store as it arrives (a local file or a multipart upload, never whole in
 memory) and parsed from there in a process of its own (serve_app.media.media_probe).
 
-`vidforge://assets/<id>` URIs are parsed strictly: anything that is not exactly that shape — path traversal
-included — and any asset of another principal resolves to `source_not_found`, exactly like an unknown id.
+`vidforge://assets/<id>` URIs are parsed strictly, whole (mcp_protocol.asset_uri): anything that is not exactly that
+shape — a trailing newline or space, another case, percent-encoding, path traversal — and any asset of another
+principal resolves to `source_not_found`, exactly like an unknown id.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -25,8 +25,10 @@ from typing import Any
 
 import anyio
 
+from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.errors import no_asset_at, source_not_found
-from media_store.assets import ASSET_ID, ASSETS, AssetIndex, blob_key, meta_key, read_meta
+from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
+from media_store.assets import ASSETS, AssetIndex, blob_key, meta_key, read_meta
 from render_kernels import Media, SourceInfo, source_from_record
 from serve_app.config import Config
 from serve_app.handles import media_store
@@ -34,7 +36,6 @@ from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds, inspect_media, parse_isolated
 
 SOURCE_FACTS = frozenset(f.name for f in fields(SourceInfo)) - {"path"}  # what a stored record must hold
-ASSET_URI = re.compile(rf"^vidforge://assets/(?P<id>{ASSET_ID.pattern})$")
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Asset:
 
     @property
     def uri(self) -> str:
-        return f"vidforge://assets/{self.asset_id}"
+        return AssetRef(self.asset_id).uri
 
 
 class AssetTooLarge(Exception):
@@ -103,8 +104,10 @@ class AssetStore:
             raise AssetQuotaExceeded(used, self.max_bytes_per_principal)
 
     def _publish(self, asset_id: str, principal: str, filename: str, size: int, facts: dict[str, Any]) -> Asset:
-        """Write the metadata, the asset's last object: from here on it exists (media_store.assets)."""
-        asset = Asset(asset_id, principal, facts["kind"], size, Path(filename).name or "upload", facts)
+        """Write the metadata, the asset's last object: from here on it exists (media_store.assets). The filename
+        is only a label: kept up to the free-text bound (mcp_protocol.text_limits), cut rather than refused."""
+        label = Path(filename).name[:FREE_TEXT_MAX_CHARS] or "upload"
+        asset = Asset(asset_id, principal, facts["kind"], size, label, facts)
         self.media.put_bytes(meta_key(asset_id), json.dumps({**asdict(asset), "created_at": time.time()}).encode())
         return asset
 
@@ -156,10 +159,10 @@ class AssetStore:
             raise
 
     def resolve(self, uri: str, principal: str, field: str) -> Asset:
-        match = ASSET_URI.match(uri) if isinstance(uri, str) else None
-        if match is None:
+        ref = AssetRef.parse(uri)
+        if ref is None:
             raise source_not_found(field, no_asset_at(uri))
-        meta = read_meta(self.media, match["id"])
+        meta = read_meta(self.media, ref.asset_id)
         if meta is None or meta.get("principal") != principal:
             raise source_not_found(field, no_asset_at(uri))
         return Asset(**{k: meta[k] for k in Asset.__dataclass_fields__ if k in meta})

@@ -19,10 +19,9 @@ import hmac
 import re
 from dataclasses import dataclass
 
-from mcp_protocol.timefmt import iso_ms
-
 PURPOSE = "vidforge/watermark-review/v1"  # domain separation: the key signs nothing else, but say what this MAC is
-_TOKEN = re.compile(r"^(?P<round>[1-9][0-9]{0,8})\.(?P<expires>[0-9]{1,12})\.(?P<signature>[A-Za-z0-9_-]{43})$")
+# Matched whole (`fullmatch`: a `$` would also match before a final newline).
+_TOKEN = re.compile(r"(?P<round>[1-9][0-9]{0,8})\.(?P<expires>[0-9]{1,12})\.(?P<signature>[A-Za-z0-9_-]{43})")
 
 
 @dataclass(frozen=True)
@@ -35,13 +34,15 @@ class ReviewCapability:
 
 
 class LinkRefused(Exception):
-    """The review page refuses the link: `status` (403 or 410), a short `title` and a `reason` a person can act on."""
+    """The review page refuses the link: `status` (403 or 410), a short `title`, a `reason` a person can act on, and
+    for an expired link when it stopped working (`ended_s`, epoch seconds; the page shows it in the viewer's zone)."""
 
-    def __init__(self, status: int, title: str, reason: str) -> None:
+    def __init__(self, status: int, title: str, reason: str, ended_s: int | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.title = title
         self.reason = reason
+        self.ended_s = ended_s
 
 
 def not_valid_for_this_render() -> LinkRefused:
@@ -70,7 +71,7 @@ class ReviewSigner:
     def verify(self, task_id: str, token: str | None, now_s: float) -> ReviewCapability:
         """The capability `token` grants on `task_id`'s page; LinkRefused 403 unless this server signed exactly it,
         410 once it has expired."""
-        match = _TOKEN.match(token or "")
+        match = _TOKEN.fullmatch(token or "")
         if match is None:
             raise not_valid_for_this_render()
         cap = ReviewCapability(task_id, int(match["round"]), int(match["expires"]))
@@ -81,7 +82,8 @@ class ReviewSigner:
             raise LinkRefused(
                 410,
                 "This review link has expired",
-                f"The link stopped working at {iso_ms(cap.expires_s * 1000)}. Ask the agent for the render's "
-                "current status: if it still awaits approval, its status carries a fresh link.",
+                "Ask the agent for the render's current status: if it still waits for your decision, the status "
+                "carries a fresh link.",
+                ended_s=cap.expires_s,
             )
         return cap

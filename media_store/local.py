@@ -3,7 +3,8 @@
 Every file gets its name by a rename of a complete, synced temporary beside it (`.tmp-*`), so a crash leaves
 only names that say what they are (media_store.hygiene removes them at start) and a power loss cannot leave a
 named file empty. Deleting the last file of a folder removes the folder too (down to the top-level ones), so
-an asset's or render's folder exists exactly while it holds something.
+an asset's or render's folder exists exactly while it holds something. Files are 0600 and folders 0700
+(media_store.private_files): the media is its tenants', and only the server's processes serve it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import anyio
 
 from media_store.base import StoredObject
+from media_store.private_files import make_private, make_private_dirs
 
 TMP_PREFIX = ".tmp-"
 READ_CHUNK_BYTES = 1024 * 1024
@@ -50,7 +52,7 @@ class LocalMediaStore:
     def put_file(self, path: str, key: str, *, move: bool = False) -> int:
         if move and os.path.dirname(os.path.dirname(path)) == os.path.dirname(self.path(key)):
             _sync(path)  # staged beside its place: a rename, after the data is on disk
-            os.chmod(path, 0o644)  # a staged temp file is private; media is served to its owner
+            make_private(path)  # its writer (an encoder) opened it as any file; its private folder hid it so far
             os.replace(path, self.path(key))
             return os.path.getsize(self.path(key))
         with self._replacing(key) as tmp:
@@ -63,7 +65,7 @@ class LocalMediaStore:
     @contextlib.contextmanager
     def staged(self, key: str) -> Iterator[str]:
         target = self.path(key)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        make_private_dirs(os.path.dirname(target))
         folder = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=os.path.dirname(target))
         try:
             yield os.path.join(folder, os.path.basename(target))
@@ -138,14 +140,13 @@ class LocalMediaStore:
 
     def _temp_beside(self, key: str) -> str:
         folder = os.path.dirname(self.path(key))
-        os.makedirs(folder, exist_ok=True)
+        make_private_dirs(folder)
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
         os.close(fd)
         return tmp
 
     def _commit(self, tmp: str, key: str) -> None:
         _sync(tmp)
-        os.chmod(tmp, 0o644)
         os.replace(tmp, self.path(key))
 
     def _discard(self, tmp: str) -> None:

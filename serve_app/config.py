@@ -65,10 +65,10 @@ class Config(BaseSettings):
     # Output pixels (frames x width x height, millions) one segment task encodes at most: bounds a segment
     # worker's and the mux's memory whatever the video's length. 2500: ~10 s of 4k30, 40 s of 1080p30.
     segment_max_megapixels: int = 2500
-    # The elastic cluster (serve_app/rendering/autoscaling.py, README "An elastic cluster"). The Ray autoscaler's cluster
-    # config, as the head's autoscaler runs from it (`ray up`: ~/ray_bootstrap_config.yaml): with it, queued renders
-    # are demand the autoscaler is told of and the plan counts the CPUs its node types can add; None: a fixed cluster,
-    # no demand is issued (as on a single node).
+    # The elastic cluster (serve_app/rendering/autoscaling.py, docs/scaling-and-storage.md). The Ray autoscaler's
+    # cluster config, as the head's autoscaler runs from it (`ray up`: ~/ray_bootstrap_config.yaml): with it, queued
+    # renders are demand the autoscaler is told of and the plan counts the CPUs its node types can add; None: a fixed
+    # cluster, no demand is issued (as on a single node).
     autoscaling_config: str | None = None
     max_principal_cpus: int = Field(default=0, ge=0)  # CPUs one principal's work may ask for; 0: no cap of its own
     max_cluster_cpus: int = Field(default=0, ge=0)  # CPUs all demand together may ask for; 0: the autoscaler's own max
@@ -85,14 +85,31 @@ class Config(BaseSettings):
     max_ongoing_requests: int = 256  # per replica
     max_queued_requests: int = 256  # per replica, waiting for a slot; beyond it 503 + Retry-After
     busy_retry_after_s: int = 5  # Retry-After on every 429 / 503 refusal of the ingress
+    # Shares of a replica's request slots (issue 32): requests with no valid credential or review link together, and
+    # each principal's (or review link's) own; past its share a caller is refused at once.
+    max_anonymous_requests: int = Field(default=16, ge=0)  # never the replica's last slot
+    max_principal_requests: int = Field(default=128, gt=0)
+    # Deadlines at the door (serve_app/ingress/deadlines.py), answered 408: a request's headers must arrive within
+    # header_timeout_s of its first byte (a new connection's, of its opening); its body may stall at most body_timeout_s
+    # between two reads and must average body_min_bytes_per_s after that first grace (0: no rate rule).
+    header_timeout_s: float = Field(default=5.0, gt=0)
+    body_timeout_s: float = Field(default=15.0, gt=0)
+    body_min_bytes_per_s: int = Field(default=500, ge=0)
     max_listen_streams: int = 8  # open subscriptions/listen streams per principal
     max_uploads: int = 2  # POST /assets in progress per principal
     max_downloads: int = 4  # GET /artifacts in progress per principal
+    max_list_items: int = Field(default=100, gt=0)  # most items one page of GET /assets or GET /renders holds
     max_listen_task_ids: int = 100  # taskIds in one subscriptions/listen
     listen_idle_s: float = 300.0  # a listen stream that has sent nothing for this long ends
     lease_ttl_s: float = 30.0  # a dead replica's slots are freed after this
     # Task records each replica mirrors for tasks/get, kept fresh by the registry's change feed; 0: no mirror.
     record_mirror_size: int = Field(default=10_000, ge=0)
+    # How long a replica waits for the TaskRegistry to answer a read (tasks/get, the status tool) before it answers
+    # the contract's temporary error instead (a registry hung, or its node lost: Ray would wait for good).
+    registry_timeout_s: float = Field(default=10.0, gt=0)
+    # `vidforge serve --ray-address`: how long the joined cluster's GCS may refuse connections before vidforge serve
+    # exits 3 (serve_app/launch/ray_watch.py); a GCS with fault tolerance restarts within it.
+    gcs_grace_s: float = Field(default=30.0, gt=0)
     allowed_origins: str = ""  # comma-separated origins beside the server's own
     allowed_hosts: str = ""  # comma-separated Host names beside the server's own
     # The watermark review page (serve_app/ingress/review/): the key that signs its links (None: generated once into
@@ -100,14 +117,25 @@ class Config(BaseSettings):
     # asked (at least the approval window), and the largest decision form it reads.
     review_key: str | None = Field(default=None, min_length=32, repr=False)
     review_link_ttl_s: float = 86_400.0  # 24 h
-    review_form_max_bytes: int = Field(default=16_384, gt=0)
-    # Observability (serve_app/observability/, README "Operating vidforge"). Metrics go through Ray's metrics system
-    # to the Prometheus endpoint of every Ray node (`ray_vidforge_*`); off: vidforge records none (Ray's own stay).
+    # Room for a note at its bound (2000 characters, mcp_protocol.text_limits) in 4-byte characters, which a browser
+    # sends percent-encoded as 12 bytes each, beside the capability and the decision.
+    review_form_max_bytes: int = Field(default=32_768, gt=0)
+    # Observability (serve_app/observability/, docs/operating.md). vidforge's metrics (`vidforge_*`) are
+    # served by one endpoint on the head, http://METRICS_HOST:METRICS_PORT/metrics (None: the API's host; a free port,
+    # printed at start); off: vidforge records none.
     metrics: bool = True
-    # Principals named in per-principal metric labels, first come first named per process; the rest are `other`.
+    metrics_host: str | None = None
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # The per-tenant breakdown: none (every series `principal="all"`), hashed (a short keyed hash of each principal,
+    # keyed from the review-link key), or mapped (the operator's names from METRICS_PRINCIPAL_MAP, a JSON object
+    # {principal: label}, read only then; unmapped ones `other`). With it, the first METRICS_MAX_PRINCIPALS
+    # principals each process labels are told apart; the rest are `other`.
+    metrics_principals: Literal["none", "hashed", "mapped"] = "none"
+    metrics_principal_map: str | None = None
     metrics_max_principals: int = Field(default=20, ge=0)
-    # The embedded Ray node's Prometheus endpoint port (`vidforge serve` without --ray-address); None: a free port
-    # Ray picks, printed at start. A joined cluster's nodes have theirs from `ray start --metrics-export-port`.
+    # The embedded Ray node's own Prometheus endpoint port (Ray's metrics only; `vidforge serve` without
+    # --ray-address); None: a free port Ray picks. A joined cluster's nodes have theirs from `ray start
+    # --metrics-export-port`. Ray listens on every interface there, whatever the settings (docs/operating.md).
     metrics_export_port: int | None = Field(default=None, ge=1, le=65535)
     # One JSON object per log line, or plain text; None: text when `vidforge serve`'s stderr is a terminal, else
     # json. Resolved once at launch (`from_env`) and handed to every process with the settings.
@@ -120,6 +148,15 @@ class Config(BaseSettings):
             raise ValueError(
                 f"VIDFORGE_REVIEW_LINK_TTL_S ({self.review_link_ttl_s:g}) must be at least VIDFORGE_APPROVAL_TIMEOUT_S"
                 f" ({self.approval_timeout_s:g}): a review link has to work until the approval times out"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _mapped_labels_have_a_map(self) -> Config:
+        """`mapped` shows each principal as the map names it: without a map there is nothing to show."""
+        if self.metrics_principals == "mapped" and not self.metrics_principal_map:
+            raise ValueError(
+                "VIDFORGE_METRICS_PRINCIPALS=mapped needs VIDFORGE_METRICS_PRINCIPAL_MAP, a JSON file {principal: label}"
             )
         return self
 

@@ -155,12 +155,15 @@ def test_rayservice_manifest_has_what_kuberay_needs():
     accounts = {g["template"]["spec"]["serviceAccountName"] for g in [head, *groups]}
     assert accounts == {docs["ServiceAccount"]["metadata"]["name"]}  # one identity that may use the bucket
 
-    # Operating it (README "Operating vidforge"): every node's Prometheus endpoint on one port, the head's probes on
-    # vidforge's own /readyz (unauthenticated) and /healthz (200, or 401 without a token: the process answers).
+    # Operating it (README "Operating vidforge"): Ray's metrics on every node's one port, vidforge's on the head's
+    # VIDFORGE_METRICS_PORT; the head's probes on vidforge's own /readyz (unauthenticated) and /healthz (200, or 401
+    # without a token: the process answers).
     for group in [head, *groups]:
         assert group["rayStartParams"]["metrics-export-port"] == "8080"
     head_container = head_pod["containers"][0]
     assert {"containerPort": 8080, "name": "metrics"} in head_container["ports"]
+    vidforge_metrics = int(env["VIDFORGE_METRICS_PORT"])
+    assert {"containerPort": vidforge_metrics, "name": "vidforge-metrics"} in head_container["ports"]
     readiness = head_container["readinessProbe"]["exec"]["command"]  # ready before the app is up: KubeRay waits
     assert readiness[:2] == ["python", "-c"] and "'/readyz'" in readiness[2] and "8000" in readiness[2]
     assert application.args["port"] == 8000
@@ -181,3 +184,41 @@ def test_dockerfile_installs_every_package():
     packages = [pattern.removesuffix("*") for pattern in found["include"]]  # each with its sub-packages
     copied = re.findall(r"^COPY --chown=\S+ (\S+) \1$", (REPO / "deploy" / "Dockerfile").read_text(), re.M)
     assert sorted(copied) == sorted(packages)
+
+
+def test_rayservice_metrics_ports_are_closed_to_all_but_prometheus():
+    """Issue 32: both metrics ports (Ray's on every pod, vidforge's on the head) listen on every interface of their
+    pod without authentication; the manifest's NetworkPolicy must select every pod of the cluster and let only
+    Prometheus reach them, while the pods reach one another and anyone reaches the MCP port."""
+    docs = {doc["kind"]: doc for doc in yaml.safe_load_all((REPO / "deploy" / "rayservice.yaml").read_text())}
+    spec = docs["RayService"]["spec"]
+    cluster = spec["rayClusterConfig"]
+    [application] = ServeDeploySchema.model_validate(yaml.safe_load(spec["serveConfigV2"])).applications
+    metrics_ports = {int(application.runtime_env["env_vars"]["VIDFORGE_METRICS_PORT"])}
+    metrics_ports |= {int(g["rayStartParams"]["metrics-export-port"]) for g in [cluster["headGroupSpec"]]}
+    metrics_ports |= {int(g["rayStartParams"]["metrics-export-port"]) for g in cluster["workerGroupSpecs"]}
+    assert len(metrics_ports) == 2
+
+    policy = docs["NetworkPolicy"]
+    assert policy["apiVersion"] == "networking.k8s.io/v1" and policy["spec"]["policyTypes"] == ["Ingress"]
+    selected = policy["spec"]["podSelector"]["matchLabels"].items()
+    for group in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]:
+        assert selected <= group["template"]["metadata"]["labels"].items(), group.get("groupName", "head")
+
+    rules = policy["spec"]["ingress"]
+    own = [rule for rule in rules if rule.get("from") == [{"podSelector": {"matchLabels": dict(selected)}}]]
+    assert len(own) == 1 and "ports" not in own[0]  # Ray's processes talk on many ports among the cluster's pods
+    for rule in rules:
+        ports = ports_of(rule)
+        if "from" not in rule:  # anyone: the MCP port, and nothing else
+            assert ports == {application.args["port"]}, rule
+        elif ports & metrics_ports and rule not in own:
+            (peer,) = rule["from"]
+            assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "prometheus", rule
+            assert peer["namespaceSelector"]["matchLabels"], rule  # one namespace's Prometheus, not any pod's
+            assert ports == metrics_ports, rule
+    assert any(ports_of(rule) == metrics_ports for rule in rules), "no rule lets Prometheus scrape"
+
+
+def ports_of(rule: dict) -> set[int]:
+    return {entry["port"] for entry in rule.get("ports", [])}

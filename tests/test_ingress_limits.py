@@ -363,14 +363,16 @@ def test_listen_with_only_list_changes_ends_after_the_idle_bound(small_server):
 def test_full_queue_answers_503_with_retry_after(small_server):
     """Two streams fill both request slots; of two more requests one waits in the single queue place and the
     other is refused at once, in the contract's envelope naming both settings; the waiting one is served when a
-    slot frees."""
+    slot frees. (The probe is a `tools/list`: `/healthz` takes no slot.)"""
     held = open_acked(small_server, "tok-alice", 2)
     results: dict[int, httpx.Response] = {}
 
     def probe(index: int) -> None:
-        results[index] = httpx.get(
-            f"{small_server.base}/healthz", headers={"Authorization": "Bearer tok-bob"}, timeout=DEADLINE_S
-        )
+        wire = Wire(small_server.url, token="tok-bob")
+        try:
+            results[index] = wire.request("tools/list")
+        finally:
+            wire.close()
 
     threads = [threading.Thread(target=probe, args=(i,)) for i in range(2)]
     try:
@@ -380,8 +382,8 @@ def test_full_queue_answers_503_with_retry_after(small_server):
         (refused,) = results.values()
         assert refused.status_code == 503, refused.text
         assert refused.headers["retry-after"] == str(RETRY_AFTER_S)
-        envelope = refused.json()["error"]
-        assert envelope["code"] == "internal_error" and envelope["temporary"] is True
+        envelope = refused.json()["error"]["data"]
+        assert envelope["machine_code"] == "internal_error" and envelope["temporary"] is True
         assert envelope["retry_after_ms"] == RETRY_AFTER_S * 1000
         reason = envelope["details"]["reason"]
         assert "VIDFORGE_MAX_ONGOING_REQUESTS" in reason and "VIDFORGE_MAX_QUEUED_REQUESTS" in reason

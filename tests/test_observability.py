@@ -28,7 +28,7 @@ from tests.harness import REPO
 pytestmark = pytest.mark.fast
 
 DASHBOARD = REPO / "deploy" / "grafana" / "vidforge.json"
-EXPORTED = {m.exported_name: m for m in ALL_METRICS}
+EXPORTED = {m.name: m for m in ALL_METRICS}
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
 
 
@@ -54,7 +54,7 @@ def test_the_catalog_follows_prometheus_conventions():
 def test_every_dashboard_expression_names_metrics_vidforge_exports_and_labels_they_carry():
     used = set()
     for expr in dashboard_exprs():
-        names = re.findall(r"\bray_vidforge_[a-z_]+", expr)
+        names = re.findall(r"\bvidforge_[a-z_]+", expr)
         assert names, expr
         for name in names:
             base = re.sub(r"_(bucket|count|sum)$", "", name) if name not in EXPORTED else name
@@ -70,8 +70,13 @@ def test_every_dashboard_expression_names_metrics_vidforge_exports_and_labels_th
 
 
 def test_principals_past_the_limit_fold_into_other(monkeypatch):
-    monkeypatch.setattr(metric, "_state", metric._Recording(max_principals=2))
+    monkeypatch.setattr(metric, "_state", metric._Recording(per_principal=True, max_principals=2))
     assert [metric.principal_label(p) for p in ("a", "b", "c", "a", "d")] == ["a", "b", "other", "a", "other"]
+
+
+def test_without_the_breakdown_no_principal_is_named(monkeypatch):
+    monkeypatch.setattr(metric, "_state", metric._Recording(per_principal=False, max_principals=20))
+    assert {metric.principal_label(p) for p in ("alice", "bob")} == {"all"}
 
 
 def json_lines(logger_name: str) -> tuple[logging.Handler, io.StringIO]:

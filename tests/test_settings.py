@@ -13,7 +13,7 @@ from tests.harness import REPO
 
 pytestmark = pytest.mark.fast
 
-# Every variable the README and the architecture page document, with the field it sets, its default and a value.
+# Every variable docs/operating.md and the architecture page document, with the field it sets, its default and a value.
 DOCUMENTED = {
     "VIDFORGE_DATA_DIR": ("data_dir", ".vidforge", "/srv/vidforge"),
     "VIDFORGE_STATE_DIR": ("state_dir", None, "/srv/vidforge-state"),
@@ -57,20 +57,32 @@ DOCUMENTED = {
     "VIDFORGE_MAX_ONGOING_REQUESTS": ("max_ongoing_requests", 256, 16),
     "VIDFORGE_MAX_QUEUED_REQUESTS": ("max_queued_requests", 256, 16),
     "VIDFORGE_BUSY_RETRY_AFTER_S": ("busy_retry_after_s", 5, 7),
+    "VIDFORGE_MAX_ANONYMOUS_REQUESTS": ("max_anonymous_requests", 16, 2),
+    "VIDFORGE_MAX_PRINCIPAL_REQUESTS": ("max_principal_requests", 128, 8),
+    "VIDFORGE_HEADER_TIMEOUT_S": ("header_timeout_s", 5.0, 2.5),
+    "VIDFORGE_BODY_TIMEOUT_S": ("body_timeout_s", 15.0, 4.0),
+    "VIDFORGE_BODY_MIN_BYTES_PER_S": ("body_min_bytes_per_s", 500, 0),
     "VIDFORGE_MAX_LISTEN_STREAMS": ("max_listen_streams", 8, 1),
     "VIDFORGE_MAX_UPLOADS": ("max_uploads", 2, 1),
     "VIDFORGE_MAX_DOWNLOADS": ("max_downloads", 4, 1),
+    "VIDFORGE_MAX_LIST_ITEMS": ("max_list_items", 100, 5),
     "VIDFORGE_MAX_LISTEN_TASK_IDS": ("max_listen_task_ids", 100, 3),
     "VIDFORGE_LISTEN_IDLE_S": ("listen_idle_s", 300.0, 2.0),
     "VIDFORGE_LEASE_TTL_S": ("lease_ttl_s", 30.0, 3.0),
     "VIDFORGE_RECORD_MIRROR_SIZE": ("record_mirror_size", 10_000, 0),
+    "VIDFORGE_REGISTRY_TIMEOUT_S": ("registry_timeout_s", 10.0, 2.5),
+    "VIDFORGE_GCS_GRACE_S": ("gcs_grace_s", 30.0, 5.0),
     "VIDFORGE_ALLOWED_ORIGINS": ("allowed_origins", "", "https://a.example"),
     "VIDFORGE_ALLOWED_HOSTS": ("allowed_hosts", "", "vf.internal"),
     "VIDFORGE_IDEMPOTENCY_TTL_S": ("idempotency_ttl_s", 86_400, 600),
     "VIDFORGE_REVIEW_KEY": ("review_key", None, "k" * 32),
     "VIDFORGE_REVIEW_LINK_TTL_S": ("review_link_ttl_s", 86_400.0, 3600.0),
-    "VIDFORGE_REVIEW_FORM_MAX_BYTES": ("review_form_max_bytes", 16_384, 4096),
+    "VIDFORGE_REVIEW_FORM_MAX_BYTES": ("review_form_max_bytes", 32_768, 4096),
     "VIDFORGE_METRICS": ("metrics", True, False),
+    "VIDFORGE_METRICS_HOST": ("metrics_host", None, "10.0.0.5"),
+    "VIDFORGE_METRICS_PORT": ("metrics_port", None, 9464),
+    "VIDFORGE_METRICS_PRINCIPALS": ("metrics_principals", "none", "hashed"),
+    "VIDFORGE_METRICS_PRINCIPAL_MAP": ("metrics_principal_map", None, "/etc/vidforge/metric-labels.json"),
     "VIDFORGE_METRICS_MAX_PRINCIPALS": ("metrics_max_principals", 20, 3),
     "VIDFORGE_METRICS_EXPORT_PORT": ("metrics_export_port", None, 9100),
     "VIDFORGE_LOG_FORMAT": ("log_format", None, "text"),

@@ -1,5 +1,6 @@
 """The Starlette application each ingress replica serves (serve_app/ingress/front.py): `/mcp`, `/assets`, `/artifacts`,
-`/healthz`, `/readyz`, the watermark review page under `/review`, and in OAuth mode the RFC 9728 metadata under
+`/healthz`, `/readyz`, the caller's own assets and renders (`GET /assets`, `GET /renders`: serve_app/ingress/listings.py),
+the watermark review page under `/review`, and in OAuth mode the RFC 9728 metadata under
 `/.well-known/oauth-protected-resource`.
 
 Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickled), from a
@@ -7,7 +8,8 @@ Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickl
 client reads them precisely because it has no token yet (MCP authorization: resource metadata discovery). So do
 the review routes: a person opens them in a browser that holds no bearer token, and the signed capability in the
 link is their credential (serve_app/ingress/review/). And `/readyz`, which an orchestrator's probe asks without a
-token (serve_app/ingress/readiness.py).
+token (serve_app/ingress/readiness.py), and `/`, the page that says what this server is
+(serve_app/ingress/home_page.py).
 """
 
 from __future__ import annotations
@@ -27,11 +29,16 @@ from mcp_protocol.http import McpEndpoint
 from mcp_protocol.server import VidforgeServer
 from serve_app.config import Config
 from serve_app.ingress.admission import Admission, AdmissionGuard
-from serve_app.ingress.auth import authentication
+from serve_app.ingress.auth import bearer_backend
+from serve_app.ingress.callers import Callers
+from serve_app.ingress.deadlines import BodyDeadline
+from serve_app.ingress.home_page import home_routes
 from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
 from serve_app.ingress.http_files import ArtifactDownload, AssetUpload
+from serve_app.ingress.listings import listing_routes
 from serve_app.ingress.oauth import protected_resource_routes
 from serve_app.ingress.origin import OriginGuard, OriginPolicy
+from serve_app.ingress.ray_node import raylet_gone
 from serve_app.ingress.readiness import Readiness
 from serve_app.ingress.request_context import RequestContext
 from serve_app.ingress.request_slots import RequestSlots
@@ -43,6 +50,8 @@ if TYPE_CHECKING:
 
 
 async def healthz(request: Request) -> JSONResponse:
+    if raylet_gone():  # the process answers, but the Ray under it has died (serve_app/ingress/ray_node.py)
+        return JSONResponse({"status": "unhealthy", "reason": "this node's Ray raylet has exited"}, status_code=503)
     return JSONResponse({"status": "ok"})
 
 
@@ -63,10 +72,12 @@ def build_app(
         Route("/assets", AssetUpload(service), methods=["POST"]),
         Route("/artifacts/{render_id}/final.{ext}", ArtifactDownload(service), methods=["GET", "HEAD"]),
         Route("/healthz", healthz, methods=["GET"]),
+        *listing_routes(service, config),
     ]
     # After authentication (both need the principal): the log context and request timing, then admission (per principal).
+    callers = Callers(bearer_backend(config, tokens), config.review_key)
     guards = [
-        authentication(config, tokens),
+        callers.authentication(),  # the credential as the door checked it (serve_app/ingress/callers.py)
         Middleware(RequestContext),
         Middleware(AdmissionGuard, admission=admission, config=config),
     ]
@@ -74,14 +85,16 @@ def build_app(
     return Starlette(
         routes=[
             *protected_resource_routes(config),
+            *home_routes(config),
             *review_routes(config, service),
             Route("/readyz", Readiness(service.registry, service.assets.media), methods=["GET"]),
             authenticated,
         ],
-        # The replica's request bound first, then Origin/Host on every route (the SDK's own check covers only /mcp,
-        # and only when asked).
+        # The body deadline first (a request that misses it leaves its slot), the replica's request bound by caller,
+        # then Origin/Host on every route (the SDK's own check covers only /mcp, and only when asked).
         middleware=[
-            Middleware(RequestSlots, config=config),
+            Middleware(BodyDeadline, config=config),
+            Middleware(RequestSlots, config=config, callers=callers),
             Middleware(OriginGuard, policy=OriginPolicy.from_config(config)),
         ],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -190,8 +190,13 @@ class BearerBackend(AuthenticationBackend):
         return JSONResponse(body, status_code=exc.status, headers=headers)
 
 
+def bearer_backend(config: Config, tokens: dict[str, str] | None) -> BearerBackend:
+    """The configured backend (a replica's door, serve_app/ingress/callers.py, shares its app's one)."""
+    verifier = JwtVerifier(config.oauth_issuer, config.resource) if config.oauth_issuer else None
+    return BearerBackend(tokens, verifier, config.required_scopes)
+
+
 def authentication(config: Config, tokens: dict[str, str] | None) -> Middleware:
     """The configured middleware: `AuthenticationMiddleware` with a `BearerBackend` and its error handler."""
-    verifier = JwtVerifier(config.oauth_issuer, config.resource) if config.oauth_issuer else None
-    backend = BearerBackend(tokens, verifier, config.required_scopes)
+    backend = bearer_backend(config, tokens)
     return Middleware(AuthenticationMiddleware, backend=backend, on_error=backend.on_error)

@@ -15,6 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
+from media_store.private_files import PRIVATE_FILE_MODE, make_private_dirs
 from serve_app.config import Config
 
 KEY_FILE = "review.key"
@@ -28,9 +29,9 @@ def review_key_path(config: Config) -> Path:
 
 def _create(path: Path) -> None:
     """Write a fresh key at `path` unless one is there already (atomic: written aside, then hard-linked in)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     aside = path.with_name(f".{KEY_FILE}.{secrets.token_hex(8)}")
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     try:
         with os.fdopen(fd, "w", encoding="ascii") as out:
             out.write(secrets.token_urlsafe(32) + "\n")

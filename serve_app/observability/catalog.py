@@ -1,10 +1,11 @@
 """Every metric vidforge exports: name, kind, help, labels and buckets, in one place.
 
-Names follow Prometheus' conventions (base units, `_total` on counters, `_seconds`); on a node's endpoint each
-carries Ray's `ray_` prefix (serve_app/observability/metric.py). Labels are bounded: states, outcomes, codes,
-formats, resolutions, limits, operations and methods are fixed sets, and principals fold into `other` past
-VIDFORGE_METRICS_MAX_PRINCIPALS. deploy/grafana/vidforge.json charts them; tests/test_observability.py checks that
-its every expression names one of these.
+Names follow Prometheus' conventions (base units, `_total` on counters, `_seconds`), and are the names vidforge's
+endpoint serves (serve_app/observability/exporter.py). Labels are bounded: states, outcomes, codes, formats,
+resolutions, limits, operations and methods are fixed sets; a principal is `all` unless the operator opts into the
+per-tenant breakdown, and then a hashed or mapped label, `other` past VIDFORGE_METRICS_MAX_PRINCIPALS
+(serve_app/observability/aggregate.py). deploy/grafana/vidforge.json charts them; tests/test_observability.py checks
+that its every expression names one of these.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ REFUSALS = Metric(
     "vidforge_refusals_total",
     "counter",
     "Requests refused at a limit: quota (renders, stored bytes), body_size (/mcp body, upload), media (a source past"
-    " a VIDFORGE_MAX_* limit), origin (Origin/Host), concurrency (per-principal caps), busy (replica full).",
+    " a VIDFORGE_MAX_* limit), origin (Origin/Host), concurrency (per-principal caps and shares), busy (replica full),"
+    " anonymous (the share of requests without credentials), header_timeout / body_timeout (408: a client too slow).",
     ("limit",),
 )
 REQUEST_DURATION = Metric(

@@ -5,11 +5,14 @@ from __future__ import annotations
 from serve_app.config import Config
 from serve_app.observability.logs import configure_logging
 from serve_app.observability.metric import enable_metrics
+from serve_app.observability.reporter import start_reporting
 
 
 def observe_process(config: Config) -> None:
-    """Log in `config.log_format`; record metrics unless VIDFORGE_METRICS is off. Call once, at the start of each
-    vidforge process (the CLI's `serve`, an ingress replica, the supervisor, the registry)."""
+    """Log in `config.log_format`; record metrics, and report them to the exporter, unless VIDFORGE_METRICS is off.
+    Call once, at the start of each vidforge process (the CLI's `serve`, an ingress replica, the supervisor, the
+    registry)."""
     configure_logging(config.log_format)
     if config.metrics:
-        enable_metrics(config.metrics_max_principals)
+        enable_metrics(config.metrics_principals != "none", config.metrics_max_principals)
+        start_reporting(config.namespace)

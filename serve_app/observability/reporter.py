@@ -1,0 +1,54 @@
+"""Each recording process's one reporting thread: every REPORT_INTERVAL_S, what the process recorded goes to the
+exporter actor (serve_app/observability/exporter.py), in one call that nothing waits for.
+
+A report that cannot go — Ray not up yet in `vidforge serve`, which records from its start, or the exporter not
+started yet — stays and goes with the next one. A process is named to the exporter by its Ray actor's name where it
+has one (a singleton restarted by Ray reports under its predecessor's name), else by its node and pid.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import ray
+
+from serve_app.observability.exporter import EXPORTER_NAME
+from serve_app.observability.metric import return_report, take_report
+
+REPORT_INTERVAL_S = 1.0
+
+_started: set[str] = set()  # the namespaces this process reports to (one, in practice)
+
+
+def start_reporting(namespace: str) -> None:
+    """Report this process's metrics to the namespace's exporter from now on (once per process)."""
+    if namespace not in _started:
+        _started.add(namespace)
+        threading.Thread(target=_report_forever, args=(namespace,), name="vidforge-metrics", daemon=True).start()
+
+
+def _report_forever(namespace: str) -> None:
+    exporter = None
+    source = ""
+    while True:
+        time.sleep(REPORT_INTERVAL_S)
+        if not ray.is_initialized():
+            continue
+        report = take_report()
+        if report.empty:
+            continue
+        try:
+            if exporter is None:
+                exporter = ray.get_actor(EXPORTER_NAME, namespace=namespace)
+                source = _source_name()
+            exporter.report.remote(source, report)
+        except (ValueError, ray.exceptions.RayError):  # no exporter (yet), or Ray going away: next time
+            exporter = None
+            return_report(report)
+
+
+def _source_name() -> str:
+    context = ray.get_runtime_context()
+    return context.get_actor_name() or f"{context.get_node_id()[:16]}:{os.getpid()}"

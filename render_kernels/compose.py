@@ -78,14 +78,8 @@ class Watermark:
     def __init__(self, spec: WatermarkSpec, width: int, height: int, colorspace: int) -> None:
         rgba = read_rgba(spec.image)
         img_h, img_w = rgba.shape[:2]
-        wm_h = height * WATERMARK_HEIGHT
-        wm_w = wm_h * img_w / img_h
-        if wm_w > width * WATERMARK_MAX_WIDTH:
-            wm_w = width * WATERMARK_MAX_WIDTH
-            wm_h = wm_w * img_h / img_w
-        w, h = even(wm_w), even(wm_h)
-        x, y = _place(spec.position, width, height, w, h)
-        self.box = (x, y, w, h)  # where it lands in the frame: public for reports and comparisons
+        # Where it lands in the frame: public for reports and comparisons.
+        self.box = x, y, w, h = watermark_box(spec.position, width, height, img_w, img_h)
 
         yuva = av.VideoFrame.from_ndarray(rgba, format="rgba").reformat(
             w, h, format="yuva444p", dst_colorspace=colorspace, interpolation="BICUBIC"
@@ -107,6 +101,19 @@ class Watermark:
             mixed += layer.premultiplied
             mixed >>= 8
             region[...] = mixed
+
+
+def watermark_box(position: str, width: int, height: int, img_w: int, img_h: int) -> tuple[int, int, int, int]:
+    """(x, y, w, h): where an img_w x img_h watermark lands in a width x height output frame at `position`, in
+    pixels (all even). The review page outlines this box on the preview (serve_app/ingress/review/view.py)."""
+    wm_h = height * WATERMARK_HEIGHT
+    wm_w = wm_h * img_w / img_h
+    if wm_w > width * WATERMARK_MAX_WIDTH:
+        wm_w = width * WATERMARK_MAX_WIDTH
+        wm_h = wm_w * img_h / img_w
+    w, h = even(wm_w), even(wm_h)
+    x, y = _place(position, width, height, w, h)
+    return x, y, w, h
 
 
 def _block_sums(values: np.ndarray) -> np.ndarray:

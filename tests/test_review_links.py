@@ -30,6 +30,7 @@ RENDER = "vidforge_render_video"
 STATUS = "vidforge_get_render_status"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+SOURCE, LOGO = "vidforge://assets/a_" + "1" * 24, "vidforge://assets/a_" + "2" * 24
 
 
 # -- the capability ----------------------------------------------------------------------------------------------
@@ -129,17 +130,17 @@ def meta_with(elicitation: dict | None) -> dict:
 @pytest.fixture
 def wire(tmp_path):
     with fast_wire(tmp_path, review_key=KEY, public_url="https://vf.example") as wire:
-        wire.service.add_asset("vidforge://assets/src", "alice", "video")
-        wire.service.add_asset("vidforge://assets/logo", "alice", "image")
+        wire.service.add_asset(SOURCE, "alice", "video")
+        wire.service.add_asset(LOGO, "alice", "image")
         yield wire
 
 
 def awaiting_approval(wire: FastWire) -> str:
     args = {
-        "source_asset_uri": "vidforge://assets/src",
+        "source_asset_uri": SOURCE,
         "output_format": "mp4",
         "resolution": "720p",
-        "watermark": {"image_asset_uri": "vidforge://assets/logo", "position": "top_left", "opacity": 0.5},
+        "watermark": {"image_asset_uri": LOGO, "position": "top_left", "opacity": 0.5},
     }
     task_id = wire.tool(RENDER, args, tasks=True)["taskId"]
     wire.run(wire.service.ask_approval(task_id))
@@ -198,8 +199,8 @@ def test_a_url_mode_accept_is_not_a_decision(wire):
 
 def test_without_a_key_the_wire_names_only_the_resource(tmp_path):
     with fast_wire(tmp_path) as wire:
-        wire.service.add_asset("vidforge://assets/src", "alice", "video")
-        wire.service.add_asset("vidforge://assets/logo", "alice", "image")
+        wire.service.add_asset(SOURCE, "alice", "video")
+        wire.service.add_asset(LOGO, "alice", "image")
         task_id = awaiting_approval(wire)
         task = get_task(wire, task_id, {"form": {}, "url": {}})
         assert task["inputRequests"]["watermark-approval-1"]["params"]["mode"] == "form"
@@ -321,7 +322,7 @@ def test_refusals_change_nothing(wire, browser):
         response = browser.post(target, data=data, headers={**FORM, **headers})
         assert response.status_code == status, (target, data, headers, response.text)
         assert response.headers["content-type"].startswith("text/html") and "<h1>" in response.text
-    too_large = browser.post(path, content=b"cap=" + b"x" * 20_000, headers=FORM)
+    too_large = browser.post(path, content=b"cap=" + b"x" * 40_000, headers=FORM)
     assert too_large.status_code == 413 and "VIDFORGE_REVIEW_FORM_MAX_BYTES" in too_large.text
     assert browser.get(path, params={"cap": expired}).status_code == 410
     for task in (task_id, other_id):

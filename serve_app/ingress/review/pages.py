@@ -1,11 +1,12 @@
-"""The review page's HTML: Jinja2 templates (package data in `templates/`, autoescaped) and the headers every review
-response carries.
+"""The server's HTML: Jinja2 templates (package data in `templates/`, autoescaped), the static files the pages load,
+and the headers every page response carries — the review page's and the front page's (serve_app/ingress/home_page.py).
 
-The page works without JavaScript and loads nothing from elsewhere, so its Content-Security-Policy can forbid all but
-its own images and stylesheet and forms posting back to it; it must not be framed (a framed Approve button can be
-clicked by a page the person never meant to use: `frame-ancestors 'none'` and `X-Frame-Options: DENY`); the
-capability in its URL must not leak to another site through `Referer` (`no-referrer`); and nothing of it is cached,
-since a decision changes it (`no-store`).
+The pages load nothing from elsewhere and need no inline code, so their Content-Security-Policy forbids all but
+their own images, stylesheet and script and forms posting back to them (the one script shows times in the viewer's
+time zone; without it the page still works and shows them in UTC). They must not be framed (a framed Approve button
+can be clicked by a page the person never meant to use: `frame-ancestors 'none'` and `X-Frame-Options: DENY`); the
+capability in the review URL must not leak to another site through `Referer` (`no-referrer`); and nothing is cached,
+since a decision changes the page (`no-store`).
 """
 
 from __future__ import annotations
@@ -18,37 +19,60 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
 from mcp_protocol.domain import TaskRecord
+from mcp_protocol.timefmt import iso_ms
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; img-src 'self'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-        "base-uri 'none'"
+        "default-src 'none'; img-src 'self'; style-src 'self'; script-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
 }
-STYLESHEET = Path(__file__).resolve().parent / "static" / "review.css"
-STYLESHEET_PATH = "/review/static/review.css"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+STATIC_PATH = "/review/static"
+STATIC_TYPES = {"review.css": "text/css", "local-time.js": "text/javascript"}  # every file the pages load
+STYLESHEET_PATH = f"{STATIC_PATH}/review.css"
+SCRIPT_PATH = f"{STATIC_PATH}/local-time.js"
+TEMPLATES = "serve_app.ingress.review"
 
 
 @dataclass(frozen=True)
 class ReviewedRender:
-    """A render as the review page shows it: its record, and what its source's stored facts say about the output
-    (None when the source's facts are gone, e.g. after the asset's retention)."""
+    """A render as the review page shows it: its record, and what its assets' stored facts say about the output
+    (None when they are gone, e.g. after the assets' retention): the source's duration, the output frame's size,
+    and the watermark image's size (width, height), from which the page outlines where the watermark lands."""
 
     record: TaskRecord
     duration_s: float | None
     output_size: tuple[int, int] | None
+    watermark_size: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A point in time as a page shows it: `iso` (RFC 3339 UTC) for `<time datetime>`, which the page's script
+    shows in the viewer's own zone; `utc` is the text shown until it has (or without scripts)."""
+
+    iso: str
+    utc: str
+
+    @classmethod
+    def of_ms(cls, epoch_ms: float) -> Moment:
+        iso = iso_ms(epoch_ms)
+        return cls(iso, iso.replace("T", " ").removesuffix("Z") + " UTC")
 
 
 @functools.cache
-def _templates() -> Environment:
+def templates(package: str) -> Environment:
+    """The Jinja2 environment over `package`'s `templates/` folder."""
     return Environment(
-        loader=PackageLoader("serve_app.ingress.review", "templates"),
+        loader=PackageLoader(package, "templates"),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -56,24 +80,36 @@ def _templates() -> Environment:
     )
 
 
-def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    html = _templates().get_template(template).render(stylesheet=STYLESHEET_PATH, **context)
+def html_page(template: str, status: int = 200, package: str = TEMPLATES, **context: Any) -> HTMLResponse:
+    """`template` of `package`, rendered with the pages' stylesheet and script, with the security headers."""
+    html = templates(package).get_template(template).render(stylesheet=STYLESHEET_PATH, script=SCRIPT_PATH, **context)
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
 
-def refused_page(status: int, title: str, reason: str, back: str | None = None) -> HTMLResponse:
-    """A refusal a person can read: what happened and what to do (`back`: the review page, when it still works)."""
-    return page("refused.html", status, title=title, reason=reason, back=back)
+def refused_page(
+    status: int, title: str, reason: str, back: str | None = None, code: str | None = None, ended: Moment | None = None
+) -> HTMLResponse:
+    """A refusal a person can read: what happened and what to do (`back`: the review page, when it still works;
+    `code`: the contract's error code, for whoever reports it; `ended`: when the link stopped working)."""
+    return html_page("refused.html", status, title=title, reason=reason, back=back, code=code, ended=ended)
 
 
 @functools.cache
-def _stylesheet() -> bytes:
-    return STYLESHEET.read_bytes()
+def _static(name: str) -> bytes:
+    return (STATIC_DIR / name).read_bytes()
 
 
-async def stylesheet(request: Request) -> Response:
-    """`GET /review/static/review.css` (CSP `style-src 'self'`: no inline style)."""
-    return Response(_stylesheet(), media_type="text/css", headers=SECURITY_HEADERS)
+async def static_file(request: Request) -> Response:
+    """`GET /review/static/{name}`: the pages' stylesheet and script (CSP `style-src 'self'; script-src 'self'`)."""
+    name = request.path_params["name"]
+    media_type = STATIC_TYPES.get(name)
+    if media_type is None:
+        return refused_page(404, "Not found", "There is no such file.")
+    return Response(_static(name), media_type=media_type, headers=SECURITY_HEADERS)
+
+
+def static_route() -> Route:
+    return Route(STATIC_PATH + "/{name}", static_file, methods=["GET"])
 
 
 def image(png: bytes) -> Response:

@@ -5,7 +5,8 @@
   303 back to the page (post/redirect/get), which shows it;
 - `GET /review/{task_id}/preview.png?cap=…`, `…/source.png?cap=…` — the watermark preview and the source's first
   frame, through the same capability;
-- `GET /review/static/review.css` — the page's stylesheet (CSP `style-src 'self'`).
+- `GET /review/static/{name}` — the pages' stylesheet and script (CSP `style-src 'self'; script-src 'self'`), served
+  also without a review key (the front page uses the stylesheet).
 
 A decision goes through the registry's one transition (`ReviewBackend.review_decide` → TaskRegistry.answer_input),
 as `tasks/update` and `vidforge_approve_watermark` do: recorded once; the same decision again is a no-op (303, the
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import time
 from enum import StrEnum
-from typing import Protocol, cast
+from typing import Protocol
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
@@ -30,34 +31,26 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mcp_protocol import errors
-from mcp_protocol.catalog import APPROVE_TOOL, input_schemas
+from mcp_protocol.catalog import APPROVE_TOOL
 from mcp_protocol.domain import AnswerResult, ApprovalAnswer, TaskRecord
-from mcp_protocol.json_types import JSONObject
+from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
 from serve_app.config import Config
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
 from serve_app.ingress.review.links import CAPABILITY_PARAM, REVIEW_PATH, review_path, with_capability
 from serve_app.ingress.review.pages import (
     SECURITY_HEADERS,
-    STYLESHEET_PATH,
+    Moment,
     ReviewedRender,
+    html_page,
     image,
-    page,
     refused_page,
-    stylesheet,
+    static_route,
 )
-from serve_app.ingress.review.view import ReviewState, ReviewView
+from serve_app.ingress.review.view import ReviewState, ReviewView, ended_undecided_text
 from serve_app.ingress.web_origin import origin_key
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 DECISIONS = {"approve": True, "reject": False}
-
-
-def note_max_chars() -> int:
-    """The note's bound is `vidforge_approve_watermark`'s (its inputSchema's maxLength): one rule for both ways in."""
-    properties = cast(JSONObject, input_schemas()[APPROVE_TOOL]["properties"])  # the catalog's own file
-    max_length = cast(JSONObject, properties["note"])["maxLength"]
-    assert isinstance(max_length, int)
-    return max_length
 
 
 class ReviewImage(StrEnum):
@@ -88,7 +81,8 @@ class _Refused(Exception):
 
 
 def _refusal(refused: LinkRefused) -> _Refused:
-    return _Refused(refused_page(refused.status, refused.title, refused.reason))
+    ended = Moment.of_ms(refused.ended_s * 1000) if refused.ended_s is not None else None
+    return _Refused(refused_page(refused.status, refused.title, refused.reason, ended=ended))
 
 
 class ReviewRoutes:
@@ -97,11 +91,10 @@ class ReviewRoutes:
         self.signer = signer
         self.own_origin = origin_key(config.public_base_url)
         self.form_max_bytes = config.review_form_max_bytes
-        self.note_max_chars = note_max_chars()
+        self.note_max_chars = FREE_TEXT_MAX_CHARS  # the one bound on a note, however it comes in
 
     def routes(self) -> list[BaseRoute]:
         return [
-            Route(STYLESHEET_PATH, stylesheet, methods=["GET"]),
             Route(REVIEW_PATH + "/{task_id}", self.review, methods=["GET", "POST"]),
             Route(REVIEW_PATH + "/{task_id}/{image}.png", self.image, methods=["GET"]),
         ]
@@ -137,12 +130,13 @@ class ReviewRoutes:
         images = {
             which.value: with_capability(review_path(view.task_id, f"/{which}.png"), token) for which in ReviewImage
         }
-        return page(
+        return html_page(
             "review.html",
             view=view,
             pending=view.state is ReviewState.PENDING,
             token=token,
-            action=review_path(view.task_id),
+            # The capability rides the URL too, so the ingress counts the post as the link's, not as anonymous.
+            action=with_capability(review_path(view.task_id), token),
             images=images,
             note_max_chars=self.note_max_chars,
         )
@@ -171,9 +165,10 @@ class ReviewRoutes:
         if answer.result is AnswerResult.CONFLICT:
             recorded = bool(answer.task and answer.task.approval and answer.task.approval.approved)
             error = errors.approval_already_recorded(task_id, recorded)
-            return refused_page(409, error.message, f"{error.code}: {error.reason}", back)
-        state = answer.task.status_message if answer.task is not None else "deleted"
-        return refused_page(410, "This render no longer awaits a decision", f"Its status: {state}", back)
+            reason = f"It was already {'approved' if recorded else 'rejected'}, and a decision cannot be changed."
+            return refused_page(409, "Another decision was already made", reason, back, code=error.code)
+        ended = ended_undecided_text(answer.task) if answer.task is not None else "The render was deleted."
+        return refused_page(410, "This render no longer waits for a decision", ended, back)
 
     def _check_same_origin(self, request: Request) -> None:
         """403 for a POST that names another origin than the server's public one (see the module docstring)."""
@@ -234,7 +229,8 @@ def superseded() -> LinkRefused:
 
 
 def review_routes(config: Config, backend: ReviewBackend) -> list[BaseRoute]:
-    """The review routes; none without a review key (a server started without the launch step mints no links)."""
+    """The review routes; only the static files without a review key (a server started without the launch step
+    mints no links)."""
     if not config.review_key:
-        return []
-    return ReviewRoutes(config, backend, ReviewSigner(config.review_key)).routes()
+        return [static_route()]
+    return [static_route(), *ReviewRoutes(config, backend, ReviewSigner(config.review_key)).routes()]

@@ -1,6 +1,6 @@
-"""Issue 7: `examples/render_with_sdk.py`, run as a user runs it (a subprocess, settings from the environment)
-against a live `vidforge serve` with a tokens file; the downloaded video is checked with PyAV, and the task it
-ran is checked on the wire."""
+"""Issue 7: `examples/render_with_sdk.py`, run as a user runs it (a subprocess, flags, the server and token from the
+environment) against a live `vidforge serve` with a tokens file; the downloaded video is checked with PyAV, and the
+task it ran is checked on the wire."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.harness import RENDER_DEADLINE_S, REPO, Wire, upload
+from tests.harness import RENDER_DEADLINE_S, REPO, Wire, free_port, upload
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -27,8 +27,8 @@ def server(shared_server):
     return shared_server
 
 
-def run_example(server, token: str, *args: str, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
-    env = {**os.environ, "VIDFORGE_URL": server.url, "VIDFORGE_TOKEN": token}
+def run_example(url: str, token: str, *args: str, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VIDFORGE_URL": url, "VIDFORGE_TOKEN": token}
     return subprocess.run(
         [sys.executable, EXAMPLE, *args],
         cwd=REPO,
@@ -44,7 +44,7 @@ def test_render_with_sdk_example(server, tmp_path):
     clip = make_clip(str(tmp_path / "clip.mp4"), seconds=2.0, width=320, height=180, audio=True)
     logo = make_watermark_png(str(tmp_path / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255))
     out = tmp_path / "out.mp4"
-    done = run_example(server, TOKEN, clip, logo, str(out))
+    done = run_example(server.url, TOKEN, clip, "--watermark", logo, "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     # the task path: the script polled tasks/get through input_required (the approval) to completed
     (task_id,) = set(re.findall(r"task (task_\w+): ", done.stderr))
@@ -70,8 +70,9 @@ def test_render_with_sdk_example(server, tmp_path):
 def test_render_with_sdk_example_wrong_token(server, tmp_path):
     clip = make_clip(str(tmp_path / "clip.mp4"), seconds=1.0, width=160, height=90, audio=False)
     logo = make_watermark_png(str(tmp_path / "logo.png"))
-    refused = run_example(server, "wrong", clip, logo, str(tmp_path / "out.mp4"))
+    refused = run_example(server.url, "wrong", clip, "--watermark", logo, "-o", str(tmp_path / "out.mp4"))
     assert refused.returncode != 0 and "401" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert not (tmp_path / "out.mp4").exists()
     assert upload(server, clip, TOKEN).startswith("vidforge://assets/")  # the same upload with the right token works
 
@@ -83,7 +84,9 @@ def test_render_with_sdk_example_human_rejects(server, tmp_path):
     controller, terminal = pty.openpty()
     os.write(controller, b"n\n")  # typed ahead; read when the question comes
     try:
-        rejected = run_example(server, TOKEN, clip, logo, str(tmp_path / "out.mp4"), stdin=terminal)
+        rejected = run_example(
+            server.url, TOKEN, clip, "--watermark", logo, "-o", str(tmp_path / "out.mp4"), stdin=terminal
+        )
     finally:
         os.close(terminal)
         os.close(controller)
@@ -91,3 +94,14 @@ def test_render_with_sdk_example_human_rejects(server, tmp_path):
     assert rejected.returncode != 0 and "render failed" in rejected.stderr, rejected.stderr
     assert "watermark_rejected" in rejected.stderr
     assert not (tmp_path / "out.mp4").exists()
+
+
+def test_render_with_sdk_example_server_not_running(tmp_path):
+    """No server: one line that says what to do, no traceback."""
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=0.5, width=64, height=36, audio=False)
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    refused = run_example(url, TOKEN, clip, "-o", str(tmp_path / "out.mp4"))
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == (
+        f"vidforge: cannot reach {url}: is `vidforge serve` running? (start it with `make serve`, or pass --server)"
+    )

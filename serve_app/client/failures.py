@@ -1,0 +1,107 @@
+"""How a client command ends: its exit code (the CLI reference documents them) and one line that names the cause
+and the fix. Failures of the transport, wherever httpx2 or the SDK raised them (inside the exception groups of the
+SDK's task groups too), are translated here, so no traceback reaches the person."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import IntEnum
+from typing import Any
+
+import httpx2
+from mcp.shared.exceptions import MCPError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+
+from serve_app.client.address import TOKEN_VARIABLE, ServerAddress
+from serve_app.client.tasks import TaskCancelled, TaskEnded
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1  # the render ended without a video: it failed, the watermark was rejected or never approved, or
+    # it was cancelled elsewhere
+    USAGE = 2  # bad flags or input: a source or watermark that is missing or that the server refused, an output
+    # that cannot be written, an unknown render id
+    SERVER = 3  # the server cannot be reached, refused the credential, or failed
+    INTERRUPTED = 130  # Ctrl-C: a render in progress was cancelled on the server
+
+
+class ClientFailure(Exception):
+    def __init__(self, exit_code: ExitCode, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.message = message
+
+
+def unreachable(address: ServerAddress) -> ClientFailure:
+    return ClientFailure(
+        ExitCode.SERVER,
+        f"cannot reach {address.mcp_url}: is `vidforge serve` running? (start it with `make serve`, or pass --server)",
+    )
+
+
+def credential_refused(address: ServerAddress, status: int) -> ClientFailure:
+    if address.token is None:
+        fix = f"pass --token or set {TOKEN_VARIABLE} to a token from the server's tokens file"
+        return ClientFailure(ExitCode.SERVER, f"{address.base_url} wants a bearer token ({status}): {fix}")
+    fix = f"check --token / {TOKEN_VARIABLE} against the server's tokens file"
+    return ClientFailure(ExitCode.SERVER, f"{address.base_url} refused the bearer token ({status}): {fix}")
+
+
+def failure_of(exc: BaseException, address: ServerAddress) -> ClientFailure | None:
+    """The failure `exc` stands for (a ClientFailure raised anywhere under it, a task that ended without a result, or a
+    transport failure); None for anything else."""
+    leaves = list(_leaves(exc))
+    for leaf in leaves:
+        if isinstance(leaf, ClientFailure):
+            return leaf
+        if isinstance(leaf, TaskCancelled):
+            return ClientFailure(ExitCode.INTERRUPTED, f"interrupted: {leaf.task_id} was cancelled on the server")
+        if isinstance(leaf, TaskEnded):
+            state = leaf.state
+            return ClientFailure(ExitCode.FAILED, f"{state.task_id} was {state.status} on the server")
+    for leaf in leaves:
+        if isinstance(leaf, httpx2.ConnectError | httpx2.ConnectTimeout):
+            return unreachable(address)
+        if isinstance(leaf, httpx2.TimeoutException):
+            return ClientFailure(ExitCode.SERVER, f"{address.mcp_url} stopped answering (timed out); try again")
+        if isinstance(leaf, httpx2.TransportError):
+            return ClientFailure(ExitCode.SERVER, f"lost the connection to {address.mcp_url} ({leaf}); try again")
+        if isinstance(leaf, MCPError):
+            return ClientFailure(ExitCode.SERVER, f"{address.mcp_url} refused the request: {leaf.message}")
+    return None
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+class Refusal(BaseModel):
+    """The contract's error envelope (§6) on either carrier: `code` and `message` (the file routes' `error`, a tool's
+    error result), or `machine_code` and `human_message` (a JSON-RPC error's `data`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    code: str = Field(validation_alias=AliasChoices("code", "machine_code"))
+    message: str = Field(validation_alias=AliasChoices("message", "human_message"))
+    details: dict[str, Any] = {}
+
+    @classmethod
+    def in_body(cls, body: object) -> Refusal | None:
+        """The envelope an HTTP error body carries (`{"error": envelope}` or a JSON-RPC error), if any."""
+        error = body.get("error") if isinstance(body, dict) else None
+        for candidate in (error, error.get("data") if isinstance(error, dict) else None):
+            try:
+                return cls.model_validate(candidate)
+            except ValidationError:
+                continue
+        return None
+
+    def text(self) -> str:
+        """One line: what happened and why (the envelope's reason names the limit or the fix)."""
+        reason = self.details.get("reason")
+        return f"{self.message.rstrip('.')}: {reason}" if reason else self.message

@@ -1,0 +1,168 @@
+"""The `io.modelcontextprotocol/tasks` extension for the official `mcp` SDK client (2.3), through its public
+extension hooks only.
+
+The SDK knows nothing of tasks but takes `ClientExtension`s: `TasksExtension` declares the extension on every request
+and claims the `resultType: "task"` answer of `tools/call`. Its resolver follows the task to its end: it polls
+`tasks/get` at the `pollIntervalMs` each answer gives (the server may change it between polls), hands every state to a
+`TaskFollower` (a progress display, whoever answers the task's input requests), sends the follower's answers with
+`tasks/update`, and returns the task's `CallToolResult` as soon as a poll finds it completed, so `call_tool` reads as
+an ordinary call. Setting the `cancel` event sends `tasks/cancel` and ends the call with `TaskCancelled`.
+
+    follower = MyFollower()
+    tasks = TasksExtension(follower)
+    async with Client(streamable_http_client(url, http_client=http), extensions=[tasks],
+                      elicitation_callback=tasks.elicitation_callback) as client:
+        result = await client.call_tool("vidforge_render_video", arguments)  # follows the task to its end
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, TypeVar
+
+import anyio
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.session import ClientSession
+from mcp_types import (
+    CallToolResult,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    EmptyResult,
+    Request,
+    RequestParams,
+    Result,
+)
+from pydantic import BaseModel
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+DEFAULT_POLL_INTERVAL_MS = 1000  # for a task answer that gives none (ext-tasks makes pollIntervalMs optional)
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+ElicitParams = ElicitRequestFormParams | ElicitRequestURLParams
+ResultT = TypeVar("ResultT", bound=Result)
+
+
+class CreatedTask(Result):
+    """What `tools/call` answers when the server runs the call as a task (ext-tasks CreateTaskResult)."""
+
+    result_type: Literal["task"]
+    task_id: str
+    poll_interval_ms: int | None = None
+
+
+class InputRequest(BaseModel):
+    """One entry of a task's `inputRequests`: a server-to-client request the task waits on."""
+
+    method: str
+    params: dict[str, Any]
+
+    def elicitation(self) -> ElicitParams:
+        """The `elicitation/create` params, in the mode the server chose (the watermark approval is one)."""
+        mode = ElicitRequestURLParams if self.params.get("mode") == "url" else ElicitRequestFormParams
+        return mode.model_validate(self.params)
+
+
+class TaskState(Result):
+    """What `tasks/get` answers (ext-tasks DetailedTask)."""
+
+    task_id: str
+    status: TaskStatus
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
+    input_requests: dict[str, InputRequest] | None = None
+    result: dict[str, Any] | None = None  # when completed: the tool's CallToolResult
+    error: dict[str, Any] | None = None  # when failed: the JSON-RPC error
+
+
+class TaskParams(RequestParams):
+    task_id: str
+    input_responses: dict[str, Any] | None = None
+
+
+class TaskRequest(Request[TaskParams, str]):  # tasks/get, tasks/update, tasks/cancel
+    name_param = "taskId"  # sent as the Mcp-Name header, as the tasks extension requires
+
+
+class TaskEnded(Exception):
+    """The task ended without a result: `failed` (a JSON-RPC error) or `cancelled` (not by this client)."""
+
+    def __init__(self, state: TaskState) -> None:
+        super().__init__(f"task {state.task_id} {state.status}: {state.error or state.status_message}")
+        self.state = state
+
+
+class TaskCancelled(Exception):
+    """This client asked the server to cancel the task (the `cancel` event), and the server took the request."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} cancelled on request")
+        self.task_id = task_id
+
+
+class TaskFollower(Protocol):
+    """Whoever watches the task: told when it starts and of every state polled, and asked each input request once."""
+
+    def started(self, task_id: str) -> None: ...
+
+    def polled(self, state: TaskState) -> None: ...
+
+    async def answer(self, state: TaskState, request: ElicitParams, session: ClientSession) -> ElicitResult | None:
+        """The answer to send through `tasks/update`, or None when the decision is taken elsewhere (a review page
+        the person opens, a tool the follower called through `session`): the next polls show it."""
+        ...
+
+
+class TasksExtension(ClientExtension):
+    identifier = TASKS_EXTENSION
+
+    def __init__(self, follower: TaskFollower, cancel: anyio.Event | None = None) -> None:
+        self.follower = follower
+        self.cancel = cancel or anyio.Event()
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self.follow)]
+
+    async def follow(self, created: CreatedTask, ctx: ClaimContext) -> CallToolResult:
+        """Poll the task until it ends; answer its input requests on the way."""
+        task_id = created.task_id
+        self.follower.started(task_id)
+        interval_ms = created.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
+        asked: set[str] = set()
+        while True:
+            if self.cancel.is_set():
+                await _send(ctx.session, "tasks/cancel", TaskParams(task_id=task_id), EmptyResult)
+                raise TaskCancelled(task_id)
+            state = await _send(ctx.session, "tasks/get", TaskParams(task_id=task_id), TaskState)
+            self.follower.polled(state)
+            if state.status == "completed":
+                return CallToolResult.model_validate(state.result)
+            if state.status in ("failed", "cancelled"):
+                raise TaskEnded(state)
+            interval_ms = state.poll_interval_ms or interval_ms
+            new = {key: request for key, request in (state.input_requests or {}).items() if key not in asked}
+            if new:
+                asked.update(new)
+                await self._answer(ctx.session, state, new)
+                continue  # look again at once: the answer may have moved the task on
+            with anyio.move_on_after(interval_ms / 1000):
+                await self.cancel.wait()
+
+    async def _answer(self, session: ClientSession, state: TaskState, requests: dict[str, InputRequest]) -> None:
+        answers = {}
+        for key, request in requests.items():
+            answer = await self.follower.answer(state, request.elicitation(), session)
+            if answer is not None:
+                answers[key] = answer.model_dump(by_alias=True, exclude_none=True)
+        if answers:
+            update = TaskParams(task_id=state.task_id, input_responses=answers)
+            await _send(session, "tasks/update", update, EmptyResult)
+
+    async def elicitation_callback(self, context: Any, params: ElicitParams) -> ElicitResult:
+        """Given to the SDK's `Client` so that it declares the elicitation capability (both modes), which a task's
+        input requests need. A task asks through `inputRequests`, which `follow` answers; an elicitation sent to
+        the client directly belongs to no task this client follows, and is declined."""
+        return ElicitResult(action="decline")
+
+
+async def _send(session: ClientSession, method: str, params: TaskParams, result_type: type[ResultT]) -> ResultT:
+    return await session.send_request(TaskRequest(method=method, params=params), result_type)

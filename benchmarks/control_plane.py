@@ -19,8 +19,9 @@ driver on the server's cluster (the actor hop alone).
     .venv/bin/python benchmarks/control_plane.py --clients 16 --seconds 20 --creates 60
     .venv/bin/python benchmarks/control_plane.py --server-env VIDFORGE_METRICS=off  # vidforge's metrics off
 
-The last one is the side-by-side check of what vidforge's metrics cost (README "Operating vidforge"): run it and
-the default one back to back; `tasks/get` req/s and the replica's CPU per request should agree within 5 %.
+The last one is the side-by-side check of what vidforge's metrics cost (docs/operating.md, "Metrics"; the figures on
+docs/performance.md): run it and the default one back to back; `tasks/get` req/s and the replica's CPU per request
+should agree within 5 %.
 
 Targets: vidforge tasks/get >= 0.5 x the bare endpoint's requests per second; create p50 <= 50 ms. The client
 shares the machine with the server: on a small machine it takes CPU from both sides alike. So it also prints

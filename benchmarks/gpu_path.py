@@ -1,8 +1,7 @@
 """The GPU path against the CPU path: the benchmark clip rendered to 720p by the render kernels alone.
 
-No Ray, no server: PyAV, numpy and Pillow only, so it runs on a bare GPU machine (see README: the `run`
-command a device session uses). The same render (the kernels' segments in turn, then the mux with the
-source's audio) along each path this machine has:
+No Ray, no server: PyAV, numpy and Pillow only, so it runs on a bare GPU machine. The same render (the kernels'
+segments in turn, then the mux with the source's audio) along each path this machine has:
 
 - cpu: software decode, CPU scale (swscale bicubic), libx264: what every node without a GPU runs;
 - nvdec+nvenc: NVDEC decode and downscale on the GPU, h264_nvenc: where the GPU has NVENC (L4, L40S);

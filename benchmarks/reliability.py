@@ -1,7 +1,7 @@
-"""The README's "Reliability" table, measured: ingress isolation, chaos and fuzz runs, written between markers.
+"""The reliability table of docs/performance.md, measured: ingress isolation, chaos and fuzz runs, between markers.
 
-    .venv/bin/python benchmarks/reliability.py                 # full runs, prints the table
-    .venv/bin/python benchmarks/reliability.py --write-readme  # ... and replaces the table in README.md
+    .venv/bin/python benchmarks/reliability.py               # full runs, prints the table
+    .venv/bin/python benchmarks/reliability.py --write-docs  # ... and replaces the table in docs/performance.md
 
 The figures are never typed by hand: this script is the only writer of the block between
 `<!-- reliability-table:begin -->` and `<!-- reliability-table:end -->`.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import chaos, fuzz, ingress_isolation  # noqa: E402
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PERFORMANCE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 BEGIN, END = "<!-- reliability-table:begin -->", "<!-- reliability-table:end -->"
 
 
@@ -50,16 +50,16 @@ def table(short: bool, requests: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="the CI-sized chaos run and 2 000 fuzz requests")
-    parser.add_argument("--write-readme", action="store_true")
+    parser.add_argument("--write-docs", action="store_true", help="replace the table in docs/performance.md")
     args = parser.parse_args()
     text = table(args.short, 2_000 if args.short else 10_000)
     print(text)
-    if args.write_readme:
-        readme = README.read_text()
+    if args.write_docs:
+        page = PERFORMANCE_PAGE.read_text()
         block = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-        if not block.search(readme):
-            sys.exit(f"README.md has no {BEGIN} ... {END} block")
-        README.write_text(block.sub(lambda _: f"{BEGIN}\n{text}\n{END}", readme))
+        if not block.search(page):
+            sys.exit(f"docs/performance.md has no {BEGIN} ... {END} block")
+        PERFORMANCE_PAGE.write_text(block.sub(lambda _: f"{BEGIN}\n{text}\n{END}", page))
     return 0
 
 

@@ -1,7 +1,7 @@
-"""Issue 7: every recipe in the README's "Connect your agent" section, taken out of the document as written and run
-against a live `vidforge serve` with a tokens file — by the official `mcp` SDK client, by Claude Code's own
-`claude mcp` commands (offline, no login) and by MCP Inspector's headless CLI (tests/clients/inspector, built by
-`make clients`). Each recipe is also run with a wrong token, to show its header is what gets it in."""
+"""Every recipe of docs/connect.md, taken out of the page as written and run against a live `vidforge serve` with a
+tokens file — by the official `mcp` SDK client, by Claude Code's own `claude mcp` commands (offline, no login) and by
+MCP Inspector's headless CLI (tests/clients/inspector, built by `make clients`). Each recipe is also run with a wrong
+token, to show its header is what gets it in."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.ray
 
 TOKEN = "tok-connect"
 TOKENS = {TOKEN: "agent"}  # on the session's shared server (tests/conftest.py)
-README = REPO / "README.md"
+CONNECT_PAGE = REPO / "docs" / "connect.md"
+HOSTS_PACKAGE = REPO / "tests" / "clients" / "inspector" / "package.json"
 DOC_ADDRESS = "127.0.0.1:8000"
 HOSTS = REPO / "tests" / "clients" / "inspector" / "node_modules"
 CLAUDE = HOSTS / ".bin" / "claude"
@@ -37,23 +38,22 @@ def server(shared_server):
     return shared_server
 
 
-def connect_section() -> str:
-    """The README's "Connect your agent" section, as a user reads it."""
-    text = README.read_text()
-    start = text.index("\n## Connect your agent\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else None]
-
-
 def code_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", connect_section(), re.S)
+    """The page's code blocks in `language`, as a user reads them."""
+    return re.findall(rf"```{language}\n(.*?)```", CONNECT_PAGE.read_text(), re.S)
 
 
 def doc_command(prefix: str) -> str:
-    """The one shell line in the README's "Connect your agent" section that starts with `prefix`."""
+    """The one shell line of docs/connect.md that starts with `prefix`."""
     lines = [line for block in code_blocks("sh") for line in block.splitlines() if line.startswith(prefix)]
-    assert len(lines) == 1, f"the README's connect section should hold exactly one `{prefix}` line: {lines}"
+    assert len(lines) == 1, f"docs/connect.md should hold exactly one `{prefix}` line: {lines}"
     return lines[0]
+
+
+def pinned_inspector() -> str:
+    """The Inspector as the page pins it: the version tests/clients/inspector installs."""
+    version = json.loads(HOSTS_PACKAGE.read_text())["dependencies"]["@modelcontextprotocol/inspector"]
+    return f"@modelcontextprotocol/inspector@{version}"
 
 
 def expand(text: str, env: dict[str, str]) -> str:
@@ -155,7 +155,7 @@ def test_claude_mcp_add_line(server, tmp_path):
 
 def inspector(line: str, token: str, server, home) -> subprocess.CompletedProcess:
     argv = shlex.split(local(expand(line, {"VIDFORGE_TOKEN": token}), server))
-    assert argv[:2] == ["npx", "@modelcontextprotocol/inspector"]
+    assert argv[:2] == ["npx", pinned_inspector()]  # the version the page names is the one run here
     env = {"PATH": f"{NODE22.parent}:{os.environ['PATH']}", "HOME": str(home), "MCP_INSPECTOR_SECRET_STORE": "memory"}
     return subprocess.run(
         [str(NODE22), str(INSPECTOR), *argv[2:], "--format", "json"],
@@ -169,7 +169,7 @@ def inspector(line: str, token: str, server, home) -> subprocess.CompletedProces
 
 
 def test_inspector_cli_line(server, tmp_path):
-    line = doc_command("npx @modelcontextprotocol/inspector --cli ")
+    line = doc_command(f"npx {pinned_inspector()} --cli ")
     listed = inspector(line, TOKEN, server, tmp_path)
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert [tool["name"] for tool in json.loads(listed.stdout)["result"]["tools"]] == TOOL_NAMES
@@ -181,7 +181,7 @@ def test_inspector_cli_line(server, tmp_path):
 def test_inspector_cli_default_era(server, tmp_path):
     """Without `--protocol-era auto` the Inspector opens with the 2025 `initialize` handshake, which vidforge
     also answers: the documented line works either way."""
-    line = doc_command("npx @modelcontextprotocol/inspector --cli ")
+    line = doc_command(f"npx {pinned_inspector()} --cli ")
     assert " --protocol-era auto" in line
     listed = inspector(line.replace(" --protocol-era auto", ""), TOKEN, server, tmp_path)
     assert listed.returncode == 0, listed.stdout + listed.stderr

@@ -1,8 +1,13 @@
-# vidforge — the two set-up commands: `make serve` and `make test` (both create .venv and install on first use).
+# vidforge — the two set-up commands: `make serve` and `make test` (both create .venv and install on first use:
+# `make serve` the runtime dependencies only, `make test` and the other targets the test extras besides).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+TEST_STAMP := $(VENV)/.installed-test
+# `make serve HOST=… PORT=…`: where to serve, passed on as vidforge serve's flags. Only from make's command line: a
+# HOST or PORT that the shell happens to export (some set HOST to the machine's name) is not taken for one.
+SERVE_FLAGS := $(if $(filter command line,$(origin HOST)),--host $(HOST)) $(if $(filter command line,$(origin PORT)),--port $(PORT))
 # Clients nobody here wrote, each in its own environment: the suite drives vidforge with them.
 CLIENTS := .clients
 NODE_DIR := tests/clients/node
@@ -13,11 +18,16 @@ PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.install
 
 .PHONY: serve test test-fast lint clients bench chaos fuzz docs-screenshot clean
 
-$(STAMP): pyproject.toml
+$(RUNTIME_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# Newer than the runtime stamp, so a change to pyproject.toml installs both again.
+$(TEST_STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $@
 
 $(CLIENTS)/%/.installed: tests/clients/python/%.txt
 	test -x $(CLIENTS)/$*/bin/python || $(PYTHON) -m venv $(CLIENTS)/$*
@@ -35,23 +45,24 @@ $(HOSTS_STAMP): $(HOSTS_DIR)/package.json $(NODE_STAMP)
 
 clients: $(PY_CLIENT_STAMPS) $(NODE_STAMP) $(HOSTS_STAMP)
 
-serve: $(STAMP)
-	$(BIN)/vidforge serve
+serve: $(RUNTIME_STAMP)
+	$(BIN)/vidforge serve $(SERVE_FLAGS)
 
 # Two workers, each taking whole test files (their module-scoped servers and clusters stay shared within a file):
 # most of a test's time is a server starting or a render's wait, so two files at once finish sooner on 2 cores.
 # tests/conftest.py hands the files out longest first and the modules on the session's shared servers to one worker
 # together. The tests marked `solo` run after them, one at a time (see tests/conftest.py).
-test: $(STAMP) clients
+test: $(TEST_STAMP) clients
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not solo"
 	$(BIN)/python -m pytest -m solo
 
-# The fast lane: the tests marked `fast` (in-process: no Ray, no server process, no encode), under a minute.
-test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "fast and not ray"
+# The fast lane: every test not marked `slow` or `ray` (in-process: no Ray, no server process, no long encode; a test
+# that starts one unmarked fails, see tests/conftest.py), under a minute.
+test-fast: $(TEST_STAMP)
+	$(BIN)/python -m pytest -m "not slow and not ray"
 
 # Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on mcp_protocol/ and render_kernels/).
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -59,27 +70,30 @@ lint: $(STAMP)
 
 # Render speed against ffmpeg (the driver alone; one render through MCP, with the stage breakdown and the memory of
 # 4k renders of 30, 60 and 120 s; the source matrix through MCP and the encodes' BD-rate; a batch of 8 renders), the
-# control plane, then the reliability runs (ingress isolation, chaos, 10 000-request fuzz) as the README's table;
-# `benchmarks/reliability.py --write-readme` rewrites that table from a fresh run. Run it on an otherwise idle
+# control plane, then the reliability runs (ingress isolation, chaos, 10 000-request fuzz) as docs/performance.md's
+# table; `benchmarks/reliability.py --write-docs` rewrites that table from a fresh run. Run it on an otherwise idle
 # machine: every figure is a wall time.
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
 	$(BIN)/python benchmarks/render_throughput.py --mcp --seconds 30 --memory 30,60,120
 	$(BIN)/python benchmarks/render_matrix.py
 	$(BIN)/python benchmarks/rate_distortion.py
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3
 	$(BIN)/python benchmarks/control_plane.py
+	$(BIN)/python benchmarks/transfer_cpu.py
 	$(BIN)/python benchmarks/reliability.py
 	$(BIN)/python benchmarks/autoscale.py --plot docs/autoscale.png
 
-# The README's picture of the review page, from tests/test_review_page.py's real browser (a test run leaves it alone).
-docs-screenshot: $(STAMP)
+# The review page's and the watch page's pictures in the README and docs/operating.md, from the real browser of
+# tests/test_review_page.py and tests/test_watch_page.py (a test run leaves them alone).
+docs-screenshot: $(TEST_STAMP)
 	VIDFORGE_DOCS_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_review_page.py -k approve_on_the_page -q
+	VIDFORGE_DOCS_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_watch_page.py -k plays_the_video -q
 
-fuzz: $(STAMP)
+fuzz: $(TEST_STAMP)
 	$(BIN)/python benchmarks/fuzz.py
 
-chaos: $(STAMP)
+chaos: $(TEST_STAMP)
 	$(BIN)/python benchmarks/chaos.py
 
 clean:

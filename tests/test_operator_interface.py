@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+
+import pytest
 import yaml
 
 from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_tokens
@@ -71,6 +75,7 @@ def serve_cli(*args, env):
     return run_vidforge("serve", *args, env=env, timeout=120)
 
 
+@pytest.mark.slow  # a `vidforge serve` process (it ends before Ray starts)
 def test_oauth_settings_are_checked_before_serving(tmp_path):
     env = {"VIDFORGE_DATA_DIR": str(tmp_path), "VIDFORGE_TOKENS_FILE": ""}
     refused = serve_cli("--host", "0.0.0.0", env=env)
@@ -82,3 +87,40 @@ def test_oauth_settings_are_checked_before_serving(tmp_path):
         env={**env, "VIDFORGE_OAUTH_ISSUER": "https://auth.example.com", "VIDFORGE_PUBLIC_URL": "https://h/x"}
     )
     assert with_path.returncode == 2 and "VIDFORGE_PUBLIC_URL" in with_path.stderr
+
+
+@pytest.mark.slow  # a `vidforge serve` process (it ends before Ray starts)
+def test_a_busy_port_is_one_line_naming_it_and_how_to_pick_another(tmp_path):
+    """Checked before Ray starts: exit 2 at once, no traceback, the host and port named with the flag to change."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        run = serve_cli("--port", str(port), env={"VIDFORGE_DATA_DIR": str(tmp_path / "data")})
+    assert run.returncode == 2, run.stderr[-4000:]
+    assert "Traceback" not in run.stdout + run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert f"127.0.0.1:{port} is already in use" in line
+    assert "vidforge serve --port N" in line and "make serve PORT=N" in line
+
+
+def make_dry_run(*args: str) -> list[str]:
+    """The commands `make ARGS` would run, whatever is installed already (-B: every target out of date)."""
+    done = subprocess.run(["make", "-n", "-B", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_make_serve_installs_the_runtime_only_and_passes_host_and_port_on():
+    serve = make_dry_run("serve", "PORT=9000", "HOST=0.0.0.0")
+    installs = [line for line in serve if "pip install" in line and "--upgrade pip" not in line]
+    assert installs == [".venv/bin/python -m pip install --quiet -e ."], serve
+    assert serve[-1].split() == [".venv/bin/vidforge", "serve", "--host", "0.0.0.0", "--port", "9000"]
+    assert make_dry_run("serve")[-1].split() == [".venv/bin/vidforge", "serve"]
+    # The test extras come with `make test` (and lint), after the runtime: also when `make serve` ran first.
+    for target in ("test", "lint"):
+        installs = [line for line in make_dry_run(target) if "pip install --quiet -e" in line]
+        assert installs[-2:] == [
+            ".venv/bin/python -m pip install --quiet -e .",
+            ".venv/bin/python -m pip install --quiet -e '.[test]'",
+        ], target

@@ -1,13 +1,16 @@
-"""`vidforge` command line: `vidforge serve` and `vidforge assets add PATH` (architecture: operator interface)."""
+"""`vidforge` command line: `vidforge serve` and `vidforge assets add PATH` (architecture: operator interface), and the
+client's commands (`render`, `assets list`, `renders list|get`: serve_app/client)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
+from importlib.metadata import version
 
+from media_store.private_files import make_private_dirs
+from serve_app.client.commands import register_client_commands
 from serve_app.config import Config
 from serve_app.ingress.auth import LOCAL_PRINCIPAL
 from serve_app.observability.process import observe_process
@@ -16,21 +19,26 @@ from serve_app.observability.process import observe_process
 def _serve(args: argparse.Namespace) -> int:
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
     observe_process(config)
+    from serve_app.launch.port_check import PortUnavailable, check_port
     from serve_app.launch.startup import SETTINGS_ERRORS, check_media_from_worker, check_settings, start_backend
 
     try:
         media = check_settings(config)
-    except SETTINGS_ERRORS as exc:
+        if not config.ray_address:  # a Ray of its own: nothing of this server can hold the port yet
+            check_port(config.host, config.port)
+    except (*SETTINGS_ERRORS, PortUnavailable) as exc:
         print(f"vidforge: {exc}", file=sys.stderr)
         return 2
-    os.makedirs(config.data_dir, exist_ok=True)
-    os.makedirs(config.state_dir or config.data_dir, exist_ok=True)
+    make_private_dirs(config.data_dir)  # 0700 where made here (media_store.private_files)
+    make_private_dirs(config.state_dir or config.data_dir)
 
     import ray
 
     from serve_app.launch.deployment import deploy
     from serve_app.launch.job_env import job_runtime_env
+    from serve_app.launch.metrics_endpoint import METRICS_ERRORS, start_metrics_endpoint
     from serve_app.launch.ray_env import apply_ray_env_defaults
+    from serve_app.launch.ray_watch import RayWatch
 
     apply_ray_env_defaults()  # before ray.init: an embedded cluster's processes inherit this environment
     ray.init(
@@ -40,14 +48,16 @@ def _serve(args: argparse.Namespace) -> int:
         namespace=config.namespace,
         include_dashboard=False,
         log_to_driver=False,
-        # The embedded node's Prometheus endpoint; a joined cluster's nodes have their own (`ray start`).
+        # The embedded node's own Prometheus endpoint (Ray's metrics); a joined cluster's nodes have theirs.
         _metrics_export_port=None if config.ray_address else config.metrics_export_port,
         runtime_env=job_runtime_env(config),  # what the job's workers on every node need (serve_app.launch.job_env)
     )
     print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
+    ray_watch = RayWatch.of_connected(joined=bool(config.ray_address), gcs_grace_s=config.gcs_grace_s)
     try:
         check_media_from_worker(media)
-    except SETTINGS_ERRORS as exc:
+        metrics_url = start_metrics_endpoint(config)  # before the registry and supervisor, which report to it
+    except (*SETTINGS_ERRORS, *METRICS_ERRORS) as exc:
         print(f"vidforge: {exc}", file=sys.stderr, flush=True)
         ray.shutdown()
         return 2
@@ -60,30 +70,24 @@ def _serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    deploy(config)
-    print(f"vidforge metrics: {metrics_endpoints() if config.metrics else 'off (VIDFORGE_METRICS)'}", flush=True)
+    try:
+        deploy(config)
+    except PortUnavailable as exc:
+        print(f"vidforge: {exc}", file=sys.stderr, flush=True)
+        ray.shutdown()
+        return 2
+    metrics = f"{metrics_url} (Prometheus; series vidforge_*)" if metrics_url else "off (VIDFORGE_METRICS)"
+    print(f"vidforge metrics: {metrics}", flush=True)
     print(f"vidforge MCP endpoint: http://{config.host}:{config.port}/mcp", flush=True)
     if config.oauth_issuer:
         print(f"vidforge OAuth resource: {config.resource} (issuer {config.oauth_issuer})", flush=True)
-    stop.wait()
+    ray_watch.until(stop)  # or exits 3, saying so, when Ray dies under the server
     print("vidforge: shutting down", flush=True)
     from ray import serve
 
     serve.shutdown()
     ray.shutdown()
     return 0
-
-
-def metrics_endpoints() -> str:
-    """Where Prometheus scrapes vidforge: the endpoint of every Ray node (vidforge's series are `ray_vidforge_*`)."""
-    import ray
-
-    urls = [
-        f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics"
-        for node in ray.nodes()
-        if node["Alive"]
-    ]
-    return " ".join(urls) + " (Prometheus, each Ray node's; vidforge's series are ray_vidforge_*)"
 
 
 def _assets_add(args: argparse.Namespace) -> int:
@@ -116,6 +120,7 @@ def _assets_add(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="vidforge", description="vidforge: an MCP server that renders videos on Ray.")
+    root.add_argument("--version", action="version", version=f"vidforge {version('vidforge')}")
     sub = root.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="start (or join) Ray and serve MCP at http://HOST:PORT/mcp")
@@ -131,6 +136,7 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("--data-dir", default=None)
     add.add_argument("--principal", default=LOCAL_PRINCIPAL, help="owner of the asset (a principal of the tokens file)")
     add.set_defaults(func=_assets_add)
+    register_client_commands(sub, assets)  # render, assets list, renders list|get: serve_app/client
     return root
 
 

@@ -31,6 +31,8 @@ from serve_app.ingress.auth import load_tokens
 from serve_app.ingress.front import HttpFront
 from serve_app.ingress.leases import ledger_handle
 from serve_app.ingress.ray_render_service import RayRenderService
+from serve_app.launch.metrics_endpoint import start_metrics_endpoint
+from serve_app.launch.port_check import BIND_ERRORS, PortUnavailable
 from serve_app.launch.review_key import with_review_key
 from serve_app.launch.startup import check_media_from_worker, check_settings, start_backend
 from serve_app.observability.process import observe_process
@@ -51,8 +53,13 @@ class McpIngress:
         tokens = load_tokens(config.tokens_file)
         admission = Admission(ledger_handle(config.namespace, config.lease_ttl_s), config.lease_ttl_s)
         app = build_app(RayRenderService(config), config, tokens, admission)
-        self.front = HttpFront(app, config.host, config.port)
-        await self.front.start()
+        self.front = HttpFront(app, config.host, config.port, config.header_timeout_s)
+        try:
+            await self.front.start()
+        except OSError as err:  # the port taken since `vidforge serve` checked it, or on the head of a joined cluster
+            if err.errno not in BIND_ERRORS:
+                raise
+            raise PortUnavailable(config.host, config.port, err) from None
 
     def check_health(self) -> None:
         """Serve's periodic health check: a replica whose HTTP front has stopped is replaced."""
@@ -72,9 +79,17 @@ def ingress(config: Config) -> Application:
 
 
 def deploy(config: Config) -> None:
+    """Run the ingress; PortUnavailable (its one line) when the replicas could not listen on the port."""
     # No Serve proxy: the replicas answer HTTP on config.host:config.port themselves (serve_app/ingress/front.py).
     serve.start(proxy_location="Disabled")
-    serve.run(ingress(config), name=APP_NAME, route_prefix=None, blocking=False)
+    try:
+        serve.run(ingress(config), name=APP_NAME, route_prefix=None, blocking=False)
+    except RuntimeError:  # Serve's "Deploying application vidforge failed"; the replicas' own error is in the status
+        failed = serve.status().applications.get(APP_NAME)
+        messages = "\n".join(d.message for d in failed.deployments.values()) if failed else ""
+        if (refusal := PortUnavailable.from_status(config.host, config.port, messages)) is not None:
+            raise refusal from None
+        raise
 
 
 class AppArgs(BaseModel):
@@ -98,6 +113,8 @@ def app(args: Mapping[str, object]) -> Application:
     config = Config.from_env(host=settings.host, port=settings.port, data_dir=settings.data_dir)
     media = check_settings(config)
     check_media_from_worker(media)
+    if (metrics_url := start_metrics_endpoint(config)) is not None:  # before the registry and supervisor report
+        logger.info("vidforge metrics: %s (Prometheus; series vidforge_*)", metrics_url)
     removed = start_backend(config, media)
     if any(removed.values()):
         logger.warning("vidforge: removed crash leftovers: %s", removed)

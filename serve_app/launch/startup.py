@@ -9,16 +9,18 @@ found when they already run, so a redeploy of the Serve config changes only the 
 
 from __future__ import annotations
 
+import asyncio
+
 import ray
 
 from actors.handle import REGISTRY_NAME
 from media_store import MediaStore, StorageUrlError
 from media_store.hygiene import remove_leftovers
 from serve_app.config import Config
-from serve_app.handles import media_store, registry_handle
+from serve_app.handles import media_store, registry_client
 from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_tokens
 from serve_app.ingress.oauth import OAuthConfigError, check_oauth_settings
-from serve_app.rendering.supervisor import supervisor_handle
+from serve_app.rendering.supervisor import supervisor_client
 
 MEDIA_CHECK_TIMEOUT_S = 60.0  # a bucket client retries for a while before it gives up; a worker may be starting
 MEDIA_CHECK_KEY = ".vidforge-check"  # written and deleted again: the store reads and writes
@@ -82,12 +84,16 @@ def start_backend(config: Config, media: MediaStore) -> dict[str, int]:
         running = True
     except ValueError:
         running = False
-    registry = registry_handle(config)
-    ray.get(registry.start.remote())
+    return asyncio.run(_start_singletons(config, media, running))
+
+
+async def _start_singletons(config: Config, media: MediaStore, running: bool) -> dict[str, int]:
+    registry = registry_client(config)
+    await registry.start()
     if running:
         removed = {}
     else:  # nothing can be in progress: what crashed writers left goes, every asset and known task's file stays
-        removed = remove_leftovers(media, ray.get(registry.task_ids.remote()))
+        removed = remove_leftovers(media, await registry.task_ids())
     # Resumes renders that were in flight when the server last stopped, before accepting new ones.
-    ray.get(supervisor_handle(config).ready.remote())
+    await supervisor_client(config).ready()
     return removed

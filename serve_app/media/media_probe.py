@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from render_kernels import Media, UnsupportedMedia, image_size, probe, probe_image, source_record
-from render_kernels.probe import MediaLimits, OverLimit, open_binary
+from render_kernels import Media, SourceInfo, UnsupportedMedia, image_size, probe, probe_image, source_record
+from render_kernels.probe import Damaged, MediaLimits, OverLimit, open_binary
+from serve_app.media.content_sniff import HEAD_BYTES, sniff
 
 if TYPE_CHECKING:  # not at run time: every parser is a fresh worker that imports this module, and the settings
     # model (pydantic) would add 75 ms of CPU to each one's start
@@ -55,7 +56,7 @@ def inspect_media(path: Media, limits: MediaLimits) -> dict[str, Any]:
     """
     size = image_size(path)
     if size is None:
-        info = probe(path, limits)
+        info = _probe_video(path, limits)
         return {
             "kind": "video",
             "width": info.width,
@@ -70,6 +71,23 @@ def inspect_media(path: Media, limits: MediaLimits) -> dict[str, Any]:
     limits.check_image_size(*size)
     width, height = probe_image(path)
     return {"kind": "image", "width": width, "height": height}
+
+
+def _probe_video(path: Media, limits: MediaLimits) -> SourceInfo:
+    """The probe of what is not a still image. A head that is surely no media (text, a form, a PDF, ...) is refused
+    as what it is, before libav reads it; a head of no known format that libav cannot read either is said to be
+    that, beside libav's "truncated or corrupt" (content_sniff)."""
+    with open_binary(path) as file:
+        head = file.read(HEAD_BYTES)
+    sniffed = sniff(head) if head else None
+    if sniffed is not None and not sniffed.media:
+        raise UnsupportedMedia(sniffed.refusal())
+    try:
+        return probe(path, limits)
+    except UnsupportedMedia as exc:
+        if sniffed is None or sniffed.description is not None or not isinstance(exc.__cause__, Damaged):
+            raise
+        raise UnsupportedMedia(f"no video or image format recognised in the file's first bytes; {exc.reason}") from exc
 
 
 def _cap_memory(budget_bytes: int) -> None:

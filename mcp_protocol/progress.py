@@ -11,7 +11,8 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from mcp_protocol.domain import Phase, TaskRecord
 
@@ -24,10 +25,23 @@ LIVE_PHASES = (PROBING, RENDERING, MUXING)
 PLACEMENT_PREFIX = "Placement: "
 
 
+class ProgressFields(TypedDict):
+    """What a report sets of a task record, as the registry's `set_progress` takes it (`RenderProgress.fields`)."""
+
+    phase: Phase
+    frames_done: int
+    frames_total: int
+    fps: float | None
+    source_fps: float | None
+    frames_written: int
+    message: NotRequired[str]  # a placement note, kept as the status message
+
+
 @dataclass(frozen=True)
 class RenderProgress:
     """Where a render stands. `frames_total` is 0 until the source is probed; `fps` is None until there is a
-    measured encoding speed (and again while muxing, when no frames are being encoded)."""
+    measured encoding speed (and again while muxing, when no frames are being encoded); `frames_written` counts
+    the frames the mux has written into the output file (muxing: once all are, the file is finished and stored)."""
 
     phase: Phase
     frames_done: int = 0
@@ -35,20 +49,27 @@ class RenderProgress:
     fps: float | None = None  # frames encoded per wall-clock second, all segments together
     source_fps: float | None = None  # the source's frame rate: fps / source_fps is the speed in x real time
     placement: str | None = None  # a placement note (PLACEMENT_PREFIX ...), shown after the figures; None: none
+    frames_written: int = 0
 
     @classmethod
     def of(cls, rec: TaskRecord) -> RenderProgress:
         """The progress a task record carries (its placement note: the status message, when it is one)."""
         placement = rec.status_message if rec.status_message.startswith(PLACEMENT_PREFIX) else None
-        return cls(rec.phase, rec.frames_done, rec.frames_total, rec.fps, rec.source_fps, placement)
+        return cls(rec.phase, rec.frames_done, rec.frames_total, rec.fps, rec.source_fps, placement, rec.frames_written)
 
-    def fields(self) -> dict[str, Phase | str | int | float | None]:
+    def fields(self) -> ProgressFields:
         """The record fields this report sets (the registry's `set_progress` keywords): a placement note is the
         record's status message, which no schema field has to carry."""
-        fields: dict[str, Phase | str | int | float | None] = asdict(self)
-        placement = fields.pop("placement")
-        if placement is not None:
-            fields["message"] = placement
+        fields = ProgressFields(
+            phase=self.phase,
+            frames_done=self.frames_done,
+            frames_total=self.frames_total,
+            fps=self.fps,
+            source_fps=self.source_fps,
+            frames_written=self.frames_written,
+        )
+        if self.placement is not None:
+            fields["message"] = self.placement
         return fields
 
     @property
@@ -68,7 +89,8 @@ class RenderProgress:
 
     def message(self) -> str:
         """The working-status text, in the contract's shape: "Rendering: 42% (frame 3021/7200), ...", then the
-        placement note when there is one.
+        placement note when there is one. What follows the figures names the step: encoding (with the speed and
+        the time left), encoding done, muxing the output file (with the frames written), storing it.
 
         The percentage is floored, so 100% appears only once every frame is encoded."""
         figures = self._figures()
@@ -80,7 +102,7 @@ class RenderProgress:
         done, total = min(self.frames_done, self.frames_total), self.frames_total
         head = f"Rendering: {100 * done // total}% (frame {done}/{total})"
         if self.phase == MUXING:
-            return f"{head}, muxing the output file."
+            return f"{head}, {self._muxing()}."
         if done == total:
             return f"{head}, encoding done."
         eta_s = self.eta_s
@@ -88,6 +110,12 @@ class RenderProgress:
             return f"{head}, encoding; measuring speed."
         speed = f"{self.fps:.1f} fps" + (f" ({self.realtime:.2f}x real time)" if self.realtime else "")
         return f"{head}, encoding at {speed}, about {eta_text(eta_s)} left."
+
+    def _muxing(self) -> str:
+        written, total = self.frames_written, self.frames_total
+        if written >= total:
+            return "storing the output file"
+        return f"muxing the output file, frame {written}/{total} written" if written else "muxing the output file"
 
 
 def eta_text(seconds: float) -> str:

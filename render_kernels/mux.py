@@ -6,7 +6,7 @@ import heapq
 import io
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
@@ -38,7 +38,12 @@ class MuxStats:
 
 
 def mux_segments(
-    segments: Iterable[EncodedSegment], audio: EncodedAudio | None, output_format: str, out_path: str, fps: float
+    segments: Iterable[EncodedSegment],
+    audio: EncodedAudio | None,
+    output_format: str,
+    out_path: str,
+    fps: float,
+    on_frame: Callable[[int], None] | None = None,
 ) -> MuxStats:
     """Remux the segments (in index order) and the audio into `out_path`, atomically.
 
@@ -51,6 +56,10 @@ def mux_segments(
     All segments must come from the same encoder settings (one codec header describes them all), so the
     driver should fix `RenderSpec.video_encoder` once for the whole render; mixed segments, or indexes other
     than 0, 1, 2, ..., raise ValueError.
+
+    `on_frame`, when given, is called after every video packet written with the frames written so far (the last
+    call with all of them, before the file is finished and renamed), so a caller can report live progress; like
+    `encode_segment`'s, it should only decide cheaply whether to pass the count on.
     """
     if output_format not in CONTAINER_OPTIONS:
         raise ValueError(f"unknown output format {output_format!r}")
@@ -80,8 +89,12 @@ def mux_segments(
                 sound.codec_context.layout = audio.layout
                 sound.codec_context.time_base = Fraction(*audio.time_base)
                 tracks.append(_audio_packets(audio, sound))
+            written = 0  # video packets: one a frame
             for packet in heapq.merge(*tracks, key=_decode_time):
                 container.mux(packet)
+                if on_frame is not None and packet.stream is video:
+                    written += 1
+                    on_frame(written)
         with av.open(tmp_path) as check:  # report what a reader of the file sees
             duration_s = (check.duration or 0) / av.time_base
         _fsync(tmp_path)  # on disk before it has its name: a power loss cannot leave it empty

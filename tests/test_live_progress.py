@@ -26,7 +26,10 @@ ENCODING = re.compile(
     r"Rendering: (\d+)% \(frame (\d+)/(\d+)\), encoding at (\d+\.\d) fps \((\d+\.\d\d)x real time\), "
     r"about (\d+ s|\d+ min \d+ s|\d+ h \d\d min) left\."
 )
-WORKING = re.compile(r"Rendering: (probing the source\.|\d+% \(frame \d+/\d+\), (encoding.*|muxing the output file)\.)")
+WORKING = re.compile(
+    r"Rendering: (probing the source\.|\d+% \(frame \d+/\d+\), "
+    r"(encoding.*|muxing the output file(, frame \d+/\d+ written)?|storing the output file)\.)"
+)
 
 
 TOKEN = "tok-live"

@@ -9,8 +9,6 @@ from mcp_protocol.domain import PendingApproval, RenderRequest, TaskRecord, Wate
 from mcp_protocol.elicitation import ElicitationMode
 from mcp_protocol.progress import RenderProgress, SpeedMeter, eta_text
 
-pytestmark = pytest.mark.fast
-
 ENCODING = RenderProgress("rendering", 3021, 7200, fps=58.3, source_fps=30.0)
 
 
@@ -50,6 +48,14 @@ def test_encoding_message_carries_percent_frames_speed_eta_and_phase():
         (
             RenderProgress("muxing", 600, 600, source_fps=30.0),
             "Rendering: 100% (frame 600/600), muxing the output file.",
+        ),
+        (
+            RenderProgress("muxing", 600, 600, source_fps=30.0, frames_written=240),
+            "Rendering: 100% (frame 600/600), muxing the output file, frame 240/600 written.",
+        ),
+        (
+            RenderProgress("muxing", 600, 600, source_fps=30.0, frames_written=600),
+            "Rendering: 100% (frame 600/600), storing the output file.",
         ),
     ],
 )

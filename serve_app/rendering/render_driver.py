@@ -3,7 +3,7 @@
     the upload's facts, or read_source (probe, and the watermark preview; isolated) -> plan_segments
         -> encode_audio || encode_segment x N (each started by the pool's fair scheduler; the audio beside the
         first) || [preview (a task; with the probe when there were no facts), approval gate] -> mux_segments
-        -> out_path in job.media
+        -> out_path in job.media (and a JPEG frame of it, the poster, at poster_path)
 
 Data flow: raw frames never leave a task, and encoded media never passes through the driver (the task
 bodies are in serve_app.rendering.render_tasks, light for every worker to import). Audio and
@@ -22,12 +22,14 @@ has to itself as threads (render_kernels.segment_encoder_threads): one where eve
 waits, as a frame thread more only costs CPU there.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at its first frame, then at
-most every PROGRESS_INTERVAL_S, fire-and-forget) to the pool's FrameTally (one for all renders of the pool, each
-run under a key of its own; held by the supervisor, or an actor of its own); the driver reads the tally as a report
-comes in (every PROGRESS_INTERVAL_S from a tally actor), at most once per interval, and hands the hooks one
-RenderProgress (phase, frames done/total, measured speed) when the count moved. So a render reports about once a
-second however few segments it has, each count without an interval's delay, and a slow reader never slows the
-encode.
+most every `job.progress_interval_s` of the time passing in its worker, and at its last frame; fire-and-forget) to
+the pool's FrameTally (one for all renders of the pool, each run under a key of its own; held by the supervisor, or
+an actor of its own); the driver reads the tally as a report comes in (every interval from a tally actor), at most
+once per interval, and hands the hooks one RenderProgress (phase, frames done/total, measured speed) when the count
+moved. The mux task reports the frames it has written the same way, the last of them as it goes on to finish and
+store the file. So a render reports once an interval while it encodes and muxes, however few segments it has, each
+count without an interval's delay, and a slow reader never slows the encode. The interval is half the poll hint
+clients are told (render_tasks.progress_interval_s): every poll sees a new figure.
 
 Where things run:
 - the source's facts (size, rate, frame count, keyframes) come from the upload's own parse when the job has
@@ -83,6 +85,7 @@ import os
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -145,6 +148,7 @@ class RenderJob:
     preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
     # Where the source's first frame goes (a key of `media`), made beside the preview for the review page; None: not made
     source_frame_path: str | None = None
+    poster_path: str | None = None  # where a JPEG frame of the finished video goes (a key of `media`); None: not made
     workers: int = 0  # segments to aim for; 0: one per CPU of the cluster (SegmentScheduler.plan_width)
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
@@ -158,6 +162,8 @@ class RenderJob:
     source_info: SourceInfo | None = None
     gpu: str = Config.model_fields["gpu"].default  # VIDFORGE_GPU: auto, off or require
     gpu_wait_s: float = Config.model_fields["gpu_wait_s"].default  # with auto: how long to wait for a GPU node
+    # Seconds between the progress reports of its tasks (render_tasks.progress_interval_s of the poll hint).
+    progress_interval_s: float = PROGRESS_INTERVAL_S
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:
@@ -166,8 +172,8 @@ class RenderJob:
 
 class RenderHooks(Protocol):
     async def progress(self, report: RenderProgress) -> None:
-        """Probing, then rendering at most every PROGRESS_INTERVAL_S while the frame count moves (monotonic),
-        then muxing. Awaited inline: keep it short."""
+        """Probing, then rendering at most every `job.progress_interval_s` while the frame count moves (monotonic),
+        then muxing, as often while the frames written move. Awaited inline: keep it short."""
 
     async def preview_ready(self, preview_path: str) -> bool:
         """Called once when a watermark is set, after the preview PNG is written; segments keep encoding
@@ -229,22 +235,23 @@ class RenderPool:
             self._local_cpus = nodes[0]["Resources"].get("CPU", 0.0) if nodes else 0.0
         return self._local_cpus > 0
 
-    async def open_tally(self, run: str, segment_count: int) -> TallyRef:
-        """Open `run`'s counts in the tally; its segment tasks report through the returned reference. A tally
-        actor has opened them when this returns: a segment's first report (from another process) could otherwise
-        reach a starting actor before the open does, and be dropped as a closed run's."""
+    async def open_tally(self, run: str, segment_count: int, interval_s: float) -> TallyRef:
+        """Open `run`'s counts in the tally, one per segment and one for the mux; its tasks report through the
+        returned reference, every `interval_s`. A tally actor has opened them when this returns: a segment's first
+        report (from another process) could otherwise reach a starting actor before the open does, and be dropped
+        as a closed run's."""
         if self.frames is not None:
-            self.frames.open(run, segment_count)
+            self.frames.open(run, segment_count + 1)
             self._moved[run] = asyncio.Event()
             self._still_came[run] = asyncio.Event()
-            return TallyRef(self._host, run)
+            return TallyRef(self._host, run, segment_count, interval_s)
         if self._tally_actor is None:
             self._tally_actor = _tally_actor.remote()
-        await self._tally_actor.open.remote(run, segment_count)
-        return TallyRef(self._tally_actor, run)
+        await self._tally_actor.open.remote(run, segment_count + 1)
+        return TallyRef(self._tally_actor, run, segment_count, interval_s)
 
     def report_frames(self, run: str, index: int, frames_done: int) -> None:
-        """A segment task's report, served by the host actor: into the tally, waking `run`'s driver."""
+        """A segment's or the mux's report, served by the host actor: into the tally, waking `run`'s driver."""
         assert self.frames is not None, "only an actor's pool is reported to"
         self.frames.report_frames(run, index, frames_done)
         if (moved := self._moved.get(run)) is not None:
@@ -273,25 +280,25 @@ class RenderPool:
                 await came.wait()
                 came.clear()
 
-    async def frames_moved(self, run: str) -> None:
+    async def frames_moved(self, run: str, interval_s: float) -> None:
         """Returns when `run`'s tally may have moved: at its next report in-process (at once if one came since the
-        last call), else after PROGRESS_INTERVAL_S (the tally actor is read, not heard from)."""
+        last call), else after `interval_s` (the tally actor is read, not heard from)."""
         if (moved := self._moved.get(run)) is None:
-            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            await asyncio.sleep(interval_s)
             return
         await moved.wait()
         moved.clear()
 
     async def tally_counts(self, run: str) -> list[int] | None:
-        """Each of `run`'s segments' count; None when it is not open (e.g. the tally actor restarted since).
-        Raises RayActorError when the tally actor is gone."""
+        """Each of `run`'s segments' count, then the mux's; None when it is not open (e.g. the tally actor restarted
+        since). Raises RayActorError when the tally actor is gone."""
         if self.frames is not None:
             return self.frames.counts(run)
         counts: list[int] | None = await self._tally_actor.counts.remote(run)
         return counts
 
     def close_tally(self, run: str) -> None:
-        """Forget `run`'s counts: its segment tasks have all ended, and a late report is dropped."""
+        """Forget `run`'s counts: its tasks have all ended, and a late report is dropped."""
         if self.frames is not None:
             self.frames.close(run)
             self._moved.pop(run, None)
@@ -358,6 +365,7 @@ class RenderRun:
     _submitted: list[ray.ObjectRef] = field(default_factory=list, init=False)
     _tally_open: bool = field(default=False, init=False)  # once the segments are planned
     _frames_reported: int = field(default=0, init=False)
+    _written_reported: int = field(default=0, init=False)
     _speed: SpeedMeter = field(default_factory=SpeedMeter, init=False)
     _placement: str | None = field(default=None, init=False)  # where the segments go, once decided; None: not said
     _segment_nodes: Counter[str] = field(default_factory=Counter, init=False)  # finished segments per node
@@ -404,7 +412,7 @@ class RenderRun:
         free = self._pool.scheduler.free_cpus()  # what the render has to itself: threads beyond one segment a CPU
         spec = replace(spec, encoder_threads=segment_encoder_threads(free, len(segments)))
         segment_bundle = bundle({"CPU": 1, "GPU": segment_options.get("num_gpus", 0)})
-        tally = await self._pool.open_tally(self._key, len(segments))
+        tally = await self._pool.open_tally(self._key, len(segments), job.progress_interval_s)
         self._tally_open = True
         self.stages["plan"] = time.perf_counter() - planning
         placement = self._placement_note()
@@ -446,7 +454,7 @@ class RenderRun:
 
         await self.hooks.progress(RenderProgress(MUXING, info.frame_count, info.frame_count, source_fps=info.fps))
         encoded = [part.result().refs[1] for part in parts]
-        return await self._timed("mux", self._mux(audio.result().refs[1], encoded, spec.output_format, info.fps))
+        return await self._timed("mux", self._mux(audio.result().refs[1], encoded, spec.output_format, info, tally))
 
     async def _read_source(self) -> tuple[SourceInfo, bytes | None]:
         """The source's facts, and the watermark preview PNG when the parser made it.
@@ -591,25 +599,34 @@ class RenderRun:
             logger.info("render %s: %s", self._key, self._placement_note())
 
     async def _watch_tally(self, frames: list[int], info: SourceInfo, parts: list[asyncio.Future[Dispatched]]) -> None:
-        """Fold the tally's live counts into `frames` and report, from the moment one of the segments has started (a
-        render queued behind others costs the tally nothing): as a report arrives (in-process tally; else every
-        PROGRESS_INTERVAL_S), and at most once per PROGRESS_INTERVAL_S. So a report reaches the hooks at once rather
-        than up to an interval late, and a poller sees every second's count. Best effort: if the tally actor is lost,
-        progress goes on moving one segment at a time, and the render is unaffected."""
+        """Fold the segments' live counts into `frames` and report, from the moment one of the segments has started
+        (a render queued behind others costs the tally nothing). Best effort: if the tally actor is lost, progress
+        goes on moving one segment at a time, and the render is unaffected."""
         assert self._tally_open, "opened before the segments are queued"
         await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
         self._speed.add(sum(frames))  # a segment has started: speed is measured from here, not from the queue
+
+        async def fold(live: list[int]) -> None:
+            frames[:] = map(max, frames, live[: len(frames)])
+            await self._report_frames(sum(frames), info)
+
+        await self._follow_tally(fold)
+
+    async def _follow_tally(self, fold: Callable[[list[int]], Awaitable[None]]) -> None:
+        """Hand `fold` this run's tally counts as a report arrives (in-process tally; else every interval), at most
+        once per `job.progress_interval_s`: a report reaches the hooks at once rather than up to an interval late,
+        and a poller sees every interval's count. Returns if the tally actor is lost."""
+        interval_s = self.job.progress_interval_s
         while True:
-            await self._pool.frames_moved(self._key)
+            await self._pool.frames_moved(self._key, interval_s)
             read_at = time.monotonic()
             try:
                 live = await self._pool.tally_counts(self._key)
             except ray.exceptions.RayActorError:
                 return
             if live is not None:
-                frames[:] = map(max, frames, live)
-                await self._report_frames(sum(frames), info)
-            await asyncio.sleep(max(0.0, read_at + PROGRESS_INTERVAL_S - time.monotonic()))
+                await fold(live)
+            await asyncio.sleep(max(0.0, read_at + interval_s - time.monotonic()))
 
     async def _report_frames(self, frames_done: int, info: SourceInfo, placement_changed: bool = False) -> None:
         """Hand the hooks a rendering report when the count moved (so never backwards, never repeated), or the
@@ -696,17 +713,37 @@ class RenderRun:
             ended.cancel()
 
     async def _mux(
-        self, audio: ray.ObjectRef, encoded: list[ray.ObjectRef], output_format: str, fps: float
+        self, audio: ray.ObjectRef, encoded: list[ray.ObjectRef], output_format: str, info: SourceInfo, tally: TallyRef
     ) -> MuxStats:
+        """Mux and store the file in a task, reporting the frames it has written meanwhile."""
         media = self.job.media
         options = {}
         if media.node_local:  # its files are on this node's disk
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             options["scheduling_strategy"] = here
+        out_path = self.job.out_path
         dispatched = await self._schedule(
-            _mux_task, options, audio, output_format, media, self.job.out_path, fps, encoded, final=True, bundle=()
+            _mux_task,
+            options,
+            *(audio, output_format, media, out_path, info, encoded, tally, self.job.poster_path),
+            final=True,
+            bundle=(),
         )
-        return await _value(dispatched.refs[0])
+        watching = asyncio.ensure_future(self._follow_tally(lambda live: self._report_written(live[-1], info)))
+        try:
+            return await _value(dispatched.refs[0])
+        finally:
+            watching.cancel()
+
+    async def _report_written(self, frames_written: int, info: SourceInfo) -> None:
+        """Hand the hooks a muxing report when the frames written moved."""
+        if frames_written <= self._written_reported:
+            return
+        self._written_reported = frames_written
+        total = info.frame_count
+        await self.hooks.progress(
+            RenderProgress(MUXING, total, total, source_fps=info.fps, frames_written=frames_written)
+        )
 
     def _submit(self, task, options: dict[str, Any], *args) -> Any:
         """Start a task, remembering it (by its first return) for cancellation."""

@@ -33,12 +33,21 @@ from render_kernels import (
     mux_segments,
     render_preview,
 )
+from serve_app.rendering.poster import poster_jpeg
 
-# How often a segment task reports its frames, and the driver reads them. Each report wakes the tally (the
-# supervisor), the registry and every replica's record mirror (CPU in three kinds of process per render), and no
-# client needs it faster than once a second (tasks/get's pollInterval is 10 s).
-PROGRESS_INTERVAL_S = 1.0
+# How often a render's tasks report their frames, and its driver reads them: twice per poll interval its clients
+# are told (VIDFORGE_POLL_INTERVAL_MS; `progress_interval_s`), so that every poll sees a new figure, within these
+# bounds: at least once a second (the pace at the default 10 s hint, which `subscriptions/listen` clients see too),
+# at most 4 times, since each report wakes the tally (the supervisor), the registry and every replica's record
+# mirror (CPU in three kinds of process per render).
+PROGRESS_INTERVAL_S = 1.0  # the longest interval
+MIN_PROGRESS_INTERVAL_S = 0.25
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
+
+
+def progress_interval_s(poll_interval_ms: int) -> float:
+    """Seconds between a render's progress reports for clients told to poll every `poll_interval_ms`."""
+    return min(PROGRESS_INTERVAL_S, max(MIN_PROGRESS_INTERVAL_S, poll_interval_ms / 2000))
 
 
 def release_freed_memory() -> None:
@@ -53,14 +62,15 @@ def release_freed_memory() -> None:
 
 
 class FrameTally:
-    """Frames encoded so far by each segment of the runs of one RenderPool, as their segment tasks report them.
+    """Frames done so far by each reporting task of the runs of one RenderPool, as the tasks report them: each
+    segment task's frames encoded, by its index, and after them the mux task's frames written (`TallyRef.mux_index`).
 
     Held by the actor the pool lives in (the RenderSupervisor serves `report_frames` into its pool's tally), or,
     for a pool outside any actor, run as an actor of its own.
 
     Keyed by run (a fresh key per RenderRun, opened once its segments are planned and closed when it ends), so a
     report from an abandoned run's task never counts towards a later run of the same render: reports for a run
-    that is not open are dropped. Reports are cumulative per segment and kept as a high-water mark, so a segment
+    that is not open are dropped. Reports are cumulative per task and kept as a high-water mark, so a task
     retried from scratch after a worker death is not counted twice.
     """
 
@@ -68,8 +78,8 @@ class FrameTally:
         self.runs: dict[str, list[int]] = {}
         self.stills: dict[str, dict[str, bytes]] = {}  # per open run: the PNGs its segments made, by name
 
-    def open(self, run: str, segment_count: int) -> None:
-        self.runs[run] = [0] * segment_count
+    def open(self, run: str, task_count: int) -> None:
+        self.runs[run] = [0] * task_count
         self.stills[run] = {}
 
     def close(self, run: str) -> None:
@@ -85,7 +95,7 @@ class FrameTally:
             stills.setdefault(name, png)  # a retried segment's second copy is the same picture
 
     def counts(self, run: str) -> list[int] | None:
-        """Each segment's count; None when the run is not open (e.g. the tally was restarted since)."""
+        """Each task's count; None when the run is not open (e.g. the tally was restarted since)."""
         return self.runs.get(run)
 
     def stills_of(self, run: str) -> dict[str, bytes] | None:
@@ -95,11 +105,14 @@ class FrameTally:
 
 @dataclass(frozen=True)
 class TallyRef:
-    """Where one run's segment tasks report: an actor serving `report_frames` into the pool's FrameTally (the
-    tally itself, or the actor holding it) and the run's key (picklable)."""
+    """Where one run's tasks report: an actor serving `report_frames` into the pool's FrameTally (the tally itself,
+    or the actor holding it), the run's key, the index its mux task reports under (after the segments') and how
+    often the tasks report (picklable)."""
 
     actor: Any
     run: str
+    mux_index: int
+    interval_s: float
 
     def report(self, index: int, frames_done: int) -> ray.ObjectRef:
         return self.actor.report_frames.remote(self.run, index, frames_done)
@@ -114,15 +127,16 @@ class TallyRef:
             pass
 
 
-def reporter(tally: TallyRef, index: int):
-    """The kernel's per-frame callback for segment `index`: passes the count on to the tally at its first frame
-    (a render shows it is encoding as soon as it is), then at most every PROGRESS_INTERVAL_S. Fire-and-forget: a
-    lost report only makes the next one the first to arrive."""
+def reporter(tally: TallyRef, index: int, total: int):
+    """A kernel's per-frame callback for the task reporting under `index`, which does `total` frames: passes the
+    count on to the tally at its first frame (a render shows it is under way as soon as it is), then at most every
+    `tally.interval_s` of the time passing in this worker, and at its last frame. Fire-and-forget: a lost report
+    only makes the next one the first to arrive."""
     last = -math.inf
 
     def on_frame(frames_done: int) -> None:
         nonlocal last
-        if (now := time.monotonic()) - last >= PROGRESS_INTERVAL_S:
+        if (now := time.monotonic()) - last >= tally.interval_s or frames_done == total:
             last = now
             tally.report(index, frames_done)
 
@@ -154,7 +168,7 @@ def encode_segment_parts(
     """`encode_segment` as (summary, segment), reporting live to `tally`, its stills included; see module
     docstring."""
     try:
-        on_frame = reporter(tally, segment.index)
+        on_frame = reporter(tally, segment.index, segment.frame_count)
         encoded = encode_segment(source_path, segment, spec, info, on_frame, stills, tally.report_still)
     finally:
         release_freed_memory()
@@ -186,16 +200,24 @@ def mux_stored_segments(
     output_format: str,
     media: MediaStore,
     out_path: str,
-    fps: float,
+    info: SourceInfo,
     segment_refs: list[ray.ObjectRef],
+    tally: TallyRef,
+    poster_path: str | None = None,
 ) -> MuxStats:
     """`mux_segments` fetching the segments one at a time: refs inside a list are not resolved by Ray before the
     task starts, so each is read from the object store only when the mux reaches it. The file is made in a
     staging folder on this node and then handed to the store under `out_path` (a rename, or a multipart
-    upload)."""
+    upload). Reports the frames written to `tally` as the segments' tasks do theirs, the last one as the file is
+    finished and stored. With `poster_path`, a frame of the file goes there as a JPEG first (serve_app.rendering.poster),
+    so that the poster is in the store whenever the video is."""
+    on_frame = reporter(tally, tally.mux_index, info.frame_count)
     try:
         with media.staged(out_path) as staged:
-            stats = mux_segments((ray.get(ref) for ref in segment_refs), audio, output_format, staged, fps)
+            segments = (ray.get(ref) for ref in segment_refs)
+            stats = mux_segments(segments, audio, output_format, staged, info.fps, on_frame)
+            if poster_path is not None:
+                media.put_bytes(poster_path, poster_jpeg(staged))
             media.put_file(staged, out_path, move=True)
     finally:
         release_freed_memory()

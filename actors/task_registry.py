@@ -14,15 +14,14 @@ every other caller; the only suspension points are publishing a change and waiti
 
 import asyncio
 import base64
-import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from actors.change_feed import ChangeFeed, Changes, Snapshot
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
+from actors.housekeeping import DRIVER_LEASE_S, Driver, Housekeeping
 from actors.observer import RegistryObserver, Unobserved
 from actors.settings import RegistrySettings
 from actors.store import TaskStore
@@ -31,7 +30,6 @@ from mcp_protocol.domain import (
     AnswerResult,
     Approval,
     ApprovalAnswer,
-    ApprovalTimedOut,
     Artifact,
     Cancelled,
     PendingApproval,
@@ -43,10 +41,7 @@ from mcp_protocol.domain import (
     TaskStatus,
 )
 from media_store import open_media_store
-from media_store.artifacts import delete_renders
-from media_store.assets import AssetIndex, hide_assets, settle_hidden
-
-log = logging.getLogger(__name__)
+from media_store.assets import AssetIndex
 
 WORKING, INPUT_REQUIRED = TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED
 COMPLETED, CANCELLED = TaskStatus.COMPLETED, TaskStatus.CANCELLED
@@ -59,7 +54,6 @@ _ALLOWED = {
     INPUT_REQUIRED: frozenset({INPUT_REQUIRED, WORKING}) | TERMINAL,
 }
 
-DRIVER_LEASE_S = 15.0  # a task whose driver has not renewed its lease for this long is handed to a driver again
 APPROVAL_POLL_FACTOR = 3  # contract §3.3: pollIntervalMs lengthens 10 000 -> 30 000 while awaiting approval
 INPUT_KEY_PREFIX = "watermark-approval-"
 MIN_RETRY_AFTER_MS = 1000
@@ -112,27 +106,6 @@ class IdempotencyConflict(RegistryError):
         return f"the idempotency key already names {self.task_id!r}, created with other arguments"
 
 
-class Driver(Protocol):
-    """What the sweep pokes to (re)drive a task that has no live driver (in a cluster: the render supervisor).
-
-    ``drive`` must not block: it only asks. An asked driver renews the task's lease while it works on it
-    (``renew_leases``); if it never does, the sweep asks again one lease later."""
-
-    def drive(self, task_id: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class SweepReport:
-    """What one housekeeping pass did (see ``TaskRegistry.sweep``)."""
-
-    approvals_timed_out: int
-    tasks_deleted: int
-    assets_deleted: int
-    idempotency_keys_dropped: int
-    redriven: list[str]
-    backlog: bool  # a batch was full: more is left to delete
-
-
 class Created(NamedTuple):
     task: TaskRecord
     created: bool  # False: an idempotent replay answered with the task the key already names
@@ -143,8 +116,9 @@ def new_task_id() -> str:
     return "task_" + base64.b32encode(secrets.token_bytes(17)).decode().lower()[:26]
 
 
-class TaskRegistry:
-    """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping."""
+class TaskRegistry(Housekeeping):
+    """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping (the sweep:
+    actors.housekeeping)."""
 
     def __init__(
         self,
@@ -195,18 +169,6 @@ class TaskRegistry:
             self._loop = loop
             self._changed = asyncio.Condition()
             self._sweeper = loop.create_task(self._sweep_forever())
-
-    async def _sweep_forever(self) -> None:
-        backlog = False
-        while True:
-            # A pass that filled its batch left more to delete: go on at once, but only after the calls that
-            # queued meanwhile have been answered (sleep(0) lets them run first).
-            await asyncio.sleep(0 if backlog else self._config.sweep_interval_s)
-            try:
-                backlog = (await self.sweep()).backlog
-            except Exception:  # a failed pass must not end housekeeping for the actor's lifetime
-                backlog = False
-                log.exception("task registry sweep failed; retrying next interval")
 
     # -- reads -------------------------------------------------------------------------------------------
 
@@ -416,7 +378,7 @@ class TaskRegistry:
         task_id: str,
         frames_done: int,
         frames_total: int,
-        phase: str | None = None,
+        phase: Phase | None = None,
         message: str | None = None,
         fps: float | None = None,
         source_fps: float | None = None,
@@ -558,109 +520,6 @@ class TaskRegistry:
         if current.status.terminal:
             return current
         return await self.transition(task_id, current.status, cancel_requested=True)
-
-    # -- housekeeping ------------------------------------------------------------------------------------
-
-    async def sweep(self) -> SweepReport:
-        """One housekeeping pass.
-
-        1. Approvals past their deadline complete as an approval timeout (contract:
-           ``watermark_approval_timeout``; ext-tasks lets the server bound the wait).
-        2. Terminal tasks past result retention are deleted with their artifact file. Task ``ttl_ms`` is not
-           a deletion: the protocol layer answers ``task_expired`` on tasks/* after it, while the fallback
-           status tool keeps working until retention.
-        3. Idempotency keys older than ``idempotency_ttl_s`` are dropped.
-        4. A non-terminal task whose driver lease has run out is handed to the driver again: whatever left it
-           without one (its start never ran, the supervisor or the whole server died), it runs, or applies a
-           requested cancel, and ends. The poke itself holds the lease for one term, so an unanswered poke is
-           repeated once a lease later, never every pass.
-        5. Assets past ``asset_retention_s`` that no non-terminal task names are deleted (``_expire_assets``).
-
-        Deletions come in batches of at most ``sweep_batch`` tasks and as many assets, their file work in
-        threads, so the registry keeps answering while thousands go; ``backlog`` says a batch was full.
-        """
-        self._bind_loop()
-        now = self._now_ms()
-        lease_ms = int(DRIVER_LEASE_S * 1000)
-        timed_out = 0
-        batch = self._config.sweep_batch
-        expired: list[TaskRecord] = []
-        redriven: list[str] = []
-        for task_id in list(self._tasks):
-            # Re-read after every await: another call may have answered or finished the task meanwhile.
-            rec = self._tasks.get(task_id)
-            if rec and rec.pending is not None and rec.pending.deadline_ms <= now:
-                await self.transition(
-                    task_id,
-                    COMPLETED,
-                    end=ApprovalTimedOut(timeout_s=rec.pending.timeout_s),
-                    status_message="Watermark approval timed out; the render was not finalized.",
-                )
-                timed_out += 1
-            elif rec and rec.status.terminal:
-                self._leases.pop(task_id, None)
-                if len(expired) < batch and rec.expires_ms(self._config.result_retention_s) <= now:
-                    expired.append(rec)
-            elif rec and self._leases.get(task_id, max(rec.created_at_ms, self._started_ms) + lease_ms) <= now:
-                self._leases[task_id] = now + lease_ms
-                redriven.append(task_id)
-                if self._driver is not None:
-                    self._driver.drive(task_id)
-        await self._delete(expired)
-        assets_deleted = await self._expire_assets(now, batch)
-        dropped = self._store.drop_idempotency(now - self._config.idempotency_ttl_s * 1000)
-        self._observer.swept(now)
-        return SweepReport(
-            approvals_timed_out=timed_out,
-            tasks_deleted=len(expired),
-            assets_deleted=assets_deleted,
-            idempotency_keys_dropped=dropped,
-            redriven=redriven,
-            backlog=batch in (len(expired), assets_deleted),
-        )
-
-    async def _delete(self, recs: list[TaskRecord]) -> None:
-        """Delete terminal tasks past their retention (``TaskRecord.expires_ms``: results are kept
-        ``result_retention_s`` from creation, a finished video as long from its completion, since its download
-        is authorised through the record) with their files (video, preview and source frame: media_store.artifacts' layout):
-        the files in a thread, the records in one commit.
-
-        Files first: a crash in between leaves records whose files are gone, which the next sweep finishes,
-        rather than orphaned files nothing points at."""
-        renders = [(rec.task_id, rec.artifact.ext if rec.artifact else None) for rec in recs]
-        await asyncio.to_thread(delete_renders, self._media, renders)
-        self._store.delete_tasks([rec.task_id for rec in recs])
-        for rec in recs:
-            self._tasks.pop(rec.task_id, None)
-            self._unsaved.pop(rec.task_id, None)
-        if recs:
-            self._observer.deleted(recs)
-            self._feed.deleted(rec.task_id for rec in recs)
-            await self._notify()
-
-    async def _expire_assets(self, now_ms: int, batch: int) -> int:
-        """Delete up to ``batch`` assets uploaded more than ``asset_retention_s`` ago that no non-terminal task
-        names; returns how many went.
-
-        The in-use check runs here, the file work in threads, so a render may be created in between: the
-        assets are first hidden (their metadata deleted; a new render's resolve then fails like an unknown id),
-        then checked again, and those a render took meanwhile are put back. A create whose assets resolved before they were
-        hidden but that commits only after this check ends as ``source_not_found`` when its render starts."""
-        uploaded_before_s = now_ms / 1000 - self._config.asset_retention_s
-        candidates = await asyncio.to_thread(self._assets.expired, uploaded_before_s, self._assets_in_use(), batch)
-        hidden = await asyncio.to_thread(hide_assets, self._media, candidates)
-        in_use = self._assets_in_use()
-        gone = [asset_id for asset_id in hidden if asset_id not in in_use]
-        restore = {asset_id: meta for asset_id, meta in hidden.items() if asset_id in in_use}
-        await asyncio.to_thread(settle_hidden, self._media, restore, gone)
-        return len(gone)
-
-    def _assets_in_use(self) -> set[str]:
-        """The ids of the assets non-terminal tasks name: compared as ids (`RenderRequest.asset_ids`), never as the
-        URI strings they came in."""
-        return {
-            asset_id for rec in self._tasks.values() if not rec.status.terminal for asset_id in rec.request.asset_ids
-        }
 
     # -- helpers -----------------------------------------------------------------------------------------
 

@@ -44,13 +44,12 @@ from render_kernels import (  # noqa: E402
     encode_audio,
     encode_segment,
     mux_segments,
-    output_size,
     plan_segments,
     probe,
 )
 from render_kernels.decoders import NVDEC_DECODERS, nvdec_refusal  # noqa: E402
 from render_kernels.encoders import open_video_encoder  # noqa: E402
-from render_kernels.probe import frame_rate  # noqa: E402
+from render_kernels.source_info import frame_rate  # noqa: E402
 
 RESOLUTION = "720p"
 
@@ -73,7 +72,7 @@ class Result:
 
 def nvenc_refusal(info: SourceInfo) -> str | None:
     """Why h264_nvenc does not open here at the output size, or None when it does."""
-    width, height = output_size(*info.display_size(), RESOLUTION)
+    width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
     try:
         open_video_encoder("h264_nvenc", width, height, frame_rate(info.fps))
     except (av.FFmpegError, ValueError, OSError) as err:
@@ -111,8 +110,8 @@ def render(
         path,
         sum(e.frame_count for e in encoded),
         wall_s,
-        sum(e.stats["decode_s"] for e in encoded),
-        sum(e.stats["encode_s"] for e in encoded),
+        sum(e.stats.decode_s for e in encoded),
+        sum(e.stats.encode_s for e in encoded),
         out_path,
     )
 
@@ -141,7 +140,7 @@ def main() -> None:
     os.makedirs(workdir, exist_ok=True)
     source = args.input or benchmark_clip(workdir, args.seconds)
     info = probe(source)
-    width, height = output_size(*info.display_size(), RESOLUTION)
+    width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
     planned = len(plan_segments(info, args.segments))
     print(
         f"source: {info.width}x{info.height} {info.video_codec} {info.pixel_format} {info.fps:g} fps, "

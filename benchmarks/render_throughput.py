@@ -56,7 +56,7 @@ import ray  # noqa: E402
 from clips import FFMPEG, benchmark_clip, benchmark_logo, luma_planes  # noqa: E402
 from media import make_clip, psnr_y  # noqa: E402 - the suite's clip generators (tests/)
 
-from render_kernels import RenderSpec, WatermarkSpec, output_size, probe  # noqa: E402
+from render_kernels import RenderSpec, WatermarkSpec, probe  # noqa: E402
 from render_kernels.audio import AAC_BIT_RATE  # noqa: E402
 from render_kernels.compose import Watermark  # noqa: E402
 from render_kernels.encoders import X264_OPTIONS  # noqa: E402
@@ -102,7 +102,7 @@ def ffmpeg_command(source: str, spec: RenderSpec, out_path: str) -> list[str]:
     INTERPOLATION), overlay the watermark if any (same size, place, opacity), x264 at the kernels' preset and
     CRF, AAC at the kernels' bit rate, +faststart."""
     info = probe(source)
-    width, height = output_size(*info.display_size(), spec.resolution)
+    width, height = spec.output_size(info)
     if spec.watermark is None:
         video = ["-vf", f"scale={width}:{height}", "-map", "0:v:0"]
     else:
@@ -163,8 +163,8 @@ def compare(source: str, spec: RenderSpec, frames: int, workdir: str, cpus: int,
         print("  stages (wall s, overlapping): " + ", ".join(f"{k}={v:.2f}" for k, v in run.stages.items()))
         for s in run.segment_stats:
             print(
-                f"  segment {s['index']}: {s['frame_count']} frames, decode+scale+watermark {s['decode_s']:.2f} s,"
-                f" encode {s['encode_s']:.2f} s, {s['fps']:.1f} fps"
+                f"  segment {s.index}: {s.frame_count} frames, decode+scale+watermark {s.stats.decode_s:.2f} s,"
+                f" encode {s.stats.encode_s:.2f} s, {s.stats.fps:.1f} fps"
             )
         if has_ffmpeg:
             started = time.perf_counter()
@@ -198,7 +198,7 @@ def scaling_sweep(source: str, spec: RenderSpec, frames: int, workdir: str, coun
 
 
 def report_equivalence(run: RenderRun, single: RenderRun, info) -> None:
-    counts = [s["frame_count"] for s in run.segment_stats]
+    counts = [s.frame_count for s in run.segment_stats]
     boundaries = [sum(counts[:i]) for i in range(1, len(counts))]
     frames, average, edge_min = equivalence(run.job.out_path, single.job.out_path, boundaries)
     print(f"\noutput equivalence (vidforge, {len(counts)} segments, vs one segment):")
@@ -313,7 +313,7 @@ def report_mcp(trace: RenderTrace, timings, sampler: ProcessSampler, ff_wall: fl
 def compare_mcp(
     source: str, logo: str, spec: RenderSpec, info, workdir: str, repeat: int, memory: list[float], memory_fps: int
 ) -> None:
-    width, height = output_size(*info.display_size(), spec.resolution)
+    width, height = spec.output_size(info)
     with BenchServer(workdir) as server:
         print(f"server start-up (excluded): {server.startup_s:.1f} s")
         source_uri, logo_uri = server.upload(source), server.upload(logo)

@@ -5,21 +5,24 @@ probe (+ render_preview for the approval gate: read_source) -> plan_segments -> 
 leave the function that decoded them.
 """
 
-from .audio import EncodedAudio, encode_audio
+from .audio import AudioStats, EncodedAudio, encode_audio
 from .decoders import choose_video_decoder
 from .encoders import choose_video_encoder, segment_encoder_threads
 from .errors import UnsupportedMedia
 from .images import image_size, probe_image
+from .media_io import Media, MediaSource
 from .mux import MuxStats, mux_segments
 from .plan import Segment, plan_segments
 from .preview import PREVIEW, SOURCE_FRAME, Still, plan_stills, render_preview
-from .probe import AudioInfo, Media, MediaSource, SourceInfo, probe, source_from_record, source_record
+from .probe import probe
 from .reading import SourceReading, read_source
-from .spec import RenderSpec, WatermarkSpec, output_size
-from .video import EncodedSegment, encode_segment
+from .source_info import AudioInfo, SourceInfo, source_from_record, source_record
+from .spec import RenderSpec, WatermarkSpec
+from .video import EncodedSegment, SegmentStats, encode_segment
 
 __all__ = [
     "AudioInfo",
+    "AudioStats",
     "EncodedAudio",
     "EncodedSegment",
     "Media",
@@ -29,6 +32,7 @@ __all__ = [
     "SOURCE_FRAME",
     "RenderSpec",
     "Segment",
+    "SegmentStats",
     "SourceInfo",
     "SourceReading",
     "Still",
@@ -41,7 +45,6 @@ __all__ = [
     "encode_segment",
     "image_size",
     "mux_segments",
-    "output_size",
     "plan_segments",
     "plan_stills",
     "probe",

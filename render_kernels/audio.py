@@ -11,7 +11,7 @@ import av
 from av.audio.resampler import AudioResampler
 
 from .errors import UnsupportedMedia
-from .probe import Media, describe, main_audio_stream, open_input
+from .media_io import Media, describe, main_audio_stream, open_input
 
 AAC_BIT_RATE = 160_000
 OPUS_BIT_RATE = 128_000
@@ -21,6 +21,14 @@ FALLBACK_SAMPLE_RATE = 48_000  # for source rates AAC cannot carry
 # surrounds at -3 dB into each side, LFE left out), scaled so no output sample can exceed full scale. Without
 # this, swresample leaves the matrix unscaled for float output (AAC's and Opus's), and a loud 5.1 mix clips.
 DOWNMIX_OPTIONS = {"rematrix_maxval": "1.0"}
+
+
+@dataclass(frozen=True)
+class AudioStats:
+    """What encoding the audio track took: wall seconds, and the samples it encoded (0 until it has ended)."""
+
+    wall_s: float = 0.0
+    samples: int = 0
 
 
 @dataclass
@@ -36,7 +44,7 @@ class EncodedAudio:
     channels: int
     layout: str
     extradata: bytes | None
-    stats: dict[str, float] = field(default_factory=dict)  # wall_s, samples
+    stats: AudioStats = field(default_factory=AudioStats)
 
 
 def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
@@ -116,5 +124,5 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
         encode(resampler.resample(None))
         encode([None])
     out.extradata = encoder.extradata
-    out.stats = {"wall_s": time.perf_counter() - started, "samples": samples}
+    out.stats = AudioStats(time.perf_counter() - started, samples)
     return out

@@ -23,8 +23,8 @@ import numpy as np
 from av.video.reformatter import VideoReformatter
 
 from .images import read_rgba
-from .probe import SourceInfo
-from .spec import WatermarkSpec, even
+from .source_info import SourceInfo
+from .spec import WATERMARK_ANCHORS, Anchor, WatermarkSpec, even
 
 INTERPOLATION = "BICUBIC"  # swscale filter for the frame scaler: the ffmpeg CLI's default
 # Watermark geometry, as fractions of the output frame: the image is scaled (up or down, aspect kept) to
@@ -129,22 +129,24 @@ def _layer(plane: int, x: int, y: int, colour: np.ndarray, alpha: np.ndarray) ->
 
 
 def _place(position: str, width: int, height: int, w: int, h: int) -> tuple[int, int]:
-    """Top-left corner (even, for 4:2:0 chroma) of a w x h watermark at `position`.
+    """Top-left corner (even, for 4:2:0 chroma) of a w x h watermark at `position` (spec.WATERMARK_ANCHORS).
 
     The margin gives way when the frame is too narrow or short for it (a 2 x N source makes a 2-pixel-wide
     output): the watermark always lies inside the frame.
     """
     margin = even(height * WATERMARK_MARGIN)
-    x_max, y_max = max(0, width - w), max(0, height - h)  # both even: every size here is
-    left, right = min(margin, x_max), max(0, width - w - margin)
-    top, bottom = min(margin, y_max), max(0, height - h - margin)
-    return {
-        "top_left": (left, top),
-        "top_right": (right, top),
-        "bottom_left": (left, bottom),
-        "bottom_right": (right, bottom),
-        "center": ((width - w) // 4 * 2, (height - h) // 4 * 2),
-    }[position]
+    horizontal, vertical = WATERMARK_ANCHORS[position]
+    return _offset(horizontal, width - w, margin), _offset(vertical, height - h, margin)
+
+
+def _offset(anchor: Anchor, room: int, margin: int) -> int:
+    """Where the watermark starts along one side of the frame, which has `room` pixels beside it (even: every size
+    here is)."""
+    if anchor == "start":
+        return min(margin, max(0, room))
+    if anchor == "end":
+        return max(0, room - margin)
+    return room // 4 * 2  # the middle, on an even pixel
 
 
 class FilterChain:

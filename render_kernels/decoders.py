@@ -17,7 +17,7 @@ import functools
 import av
 from av.codec.codec import UnknownCodecError
 
-from .probe import SourceInfo
+from .source_info import SourceInfo
 
 # The NVDEC decoder for each source codec (FFmpeg's codec names); absent: software only.
 NVDEC_DECODERS = {

@@ -9,7 +9,8 @@ from itertools import chain
 import av
 
 from .errors import UnsupportedMedia
-from .probe import Media, SourceInfo, describe, main_video_stream, open_input, time_base
+from .media_io import Media, describe, main_video_stream, open_input, time_base
+from .source_info import SourceInfo
 
 DECODER_THREADS = 2  # decoding is bit-exact at any thread count; kept small as tasks run one per core
 SEEK_BACKOFF_S = 1.0  # how much further back a seek that landed past its keyframe tries next (doubling)

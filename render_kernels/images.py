@@ -7,7 +7,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from .errors import UnsupportedMedia
-from .probe import Media, describe, is_still_image_format, open_binary, open_input
+from .media_io import Media, describe, is_still_image_format, open_binary, open_input
 
 # Pillow only ever reads headers here (PyAV decodes); callers hold images to their own pixel limit from the
 # header's size, so Pillow's decompression-bomb refusal would only hide that size from the error.
@@ -21,7 +21,7 @@ def read_rgba(path: Media) -> np.ndarray:
             raise UnsupportedMedia(f"not a still image (found {container.format.name!r} data)")
         try:
             frame = next(container.decode(video=0), None)
-        except MemoryError:  # see probe.open_input
+        except MemoryError:  # see media_io.open_input
             raise
         except av.FFmpegError as err:
             raise UnsupportedMedia(f"cannot decode image: {describe(err)}") from err

@@ -14,7 +14,7 @@ from typing import TypeVar
 import av
 
 from .audio import EncodedAudio
-from .probe import frame_rate
+from .source_info import frame_rate
 from .video import EncodedSegment
 
 # Muxer options per output format (the format names are FFmpeg's muxer names). mp4/mov: moov box first, so players can start before the whole file has arrived.

@@ -6,7 +6,7 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from .probe import SourceInfo
+from .source_info import SourceInfo
 
 # What a frame decoded only to reach a cut between keyframes costs, against a frame rendered (decoded, scaled and
 # encoded): decoding a 1080p H.264 frame takes about a quarter of the time x264 takes to encode it at 720p.

@@ -13,9 +13,10 @@ import av
 from .compose import FramePipeline
 from .errors import UnsupportedMedia
 from .frames import frames_from, open_video
+from .media_io import Media
 from .plan import Segment, keyframe_at_or_before
-from .probe import Media, SourceInfo
-from .spec import RenderSpec, output_size
+from .source_info import SourceInfo
+from .spec import RenderSpec
 
 PREVIEW_AT = 1 / 3  # fraction of the frames: past any intro, well before the credits
 # A segment makes the preview when the preview's frame is at most this far (source seconds) into the frames it
@@ -75,7 +76,7 @@ def png_of(picture: av.VideoFrame, colorspace: int) -> bytes:
 def render_preview(source_path: Media, info: SourceInfo, spec: RenderSpec, at: float = PREVIEW_AT) -> bytes:
     """PNG bytes of the frame `at` that fraction of the source (0.0: its first frame), as the render outputs it:
     at the output size, upright, deinterlaced, watermark applied (when `spec` has one)."""
-    width, height = output_size(*info.display_size(), spec.resolution)
+    width, height = spec.output_size(info)
     target = preview_frame(info, at)
     start_frame, start_s = keyframe_at_or_before(info.keyframes(), target)
     # The frames from the keyframe on are decoded, but only the target (and the frame before it, which a

@@ -9,8 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from .limits import NO_LIMITS, MediaLimits
+from .media_io import Media
 from .preview import render_preview
-from .probe import NO_LIMITS, Media, MediaLimits, SourceInfo, probe
+from .probe import probe
+from .source_info import SourceInfo
 from .spec import RenderSpec
 
 

@@ -1,21 +1,55 @@
-"""What the user asked for: output format, resolution, watermark; and the output-size rule."""
+"""What the user asked for: output format, resolution, watermark; and the output-size rule (RenderSpec.output_size)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from .decoders import NVDEC_DECODERS
-from .probe import Media
+from .media_io import Media
+from .source_info import SourceInfo
 
-# Each resolution names the short side of the output picture, whatever its shape (landscape, portrait, square).
-SHORT_SIDES = {"720p": 720, "1080p": 1080, "4k": 2160}
-# The longest side an output may have: twice the width of the resolution's 16:9 frame (so every shape up to 32:9
-# keeps the full short side) and never over 4096, the widest frame H.264 NVENC encodes (DCI 4K's width). A source
-# of absurd aspect ratio is scaled down to it, so no frame grows without bound.
-MAX_LONG_SIDES = {"720p": 2560, "1080p": 3840, "4k": 4096}
+
+@dataclass(frozen=True)
+class FrameBounds:
+    """The output frame a resolution names: its short side, whatever the picture's shape (landscape, portrait,
+    square), and the longest side it may have."""
+
+    short_side: int
+    max_long_side: int
+
+    def fit(self, shown_w: float, shown_h: float) -> tuple[int, int]:
+        """The output frame size for a picture shown at shown_w x shown_h: aspect kept, square pixels, even sides.
+
+        The short side comes out at `short_side` (1280x720 landscape, 720x1280 portrait, 720x720 square at 720p);
+        the long side follows the aspect ratio, up to `max_long_side`: past that the whole picture is scaled down
+        to fit it, so the short side comes out shorter. Smaller pictures are scaled UP as well as larger ones
+        down: the user asked for that resolution.
+        """
+        scale = min(self.short_side / min(shown_w, shown_h), self.max_long_side / max(shown_w, shown_h))
+        # Both results stay within their bounds: the nearest even number to a value at most an even bound is too.
+        return even(shown_w * scale), even(shown_h * scale)
+
+
+# The resolutions a render may ask for. The longest side is twice the width of the resolution's 16:9 frame (so
+# every shape up to 32:9 keeps the full short side) and never over 4096, the widest frame H.264 NVENC encodes (DCI
+# 4K's width): a source of absurd aspect ratio is scaled down to it, so no frame grows without bound.
+RESOLUTIONS = {"720p": FrameBounds(720, 2560), "1080p": FrameBounds(1080, 3840), "4k": FrameBounds(2160, 4096)}
 # Video encoders each container accepts (the first is the CPU default; see encoders.choose_video_encoder).
 FORMAT_ENCODERS = {"mp4": ("libx264", "h264_nvenc"), "mov": ("libx264", "h264_nvenc"), "webm": ("libvpx-vp9",)}
-POSITIONS = ("top_left", "top_right", "bottom_left", "bottom_right", "center")
+# Where a watermark sits along one side of the frame: at its start (left, top) or end, each inside the margin,
+# or in the middle (compose.watermark_box).
+Anchor = Literal["start", "middle", "end"]
+# The watermark positions, each as its (horizontal, vertical) anchors: a position is accepted exactly when it is
+# placed.
+WATERMARK_ANCHORS: dict[str, tuple[Anchor, Anchor]] = {
+    "top_left": ("start", "start"),
+    "top_right": ("end", "start"),
+    "bottom_left": ("start", "end"),
+    "bottom_right": ("end", "end"),
+    "center": ("middle", "middle"),
+}
+POSITIONS = tuple(WATERMARK_ANCHORS)
 
 
 @dataclass(frozen=True)
@@ -45,8 +79,8 @@ class RenderSpec:
     def __post_init__(self) -> None:
         if self.output_format not in FORMAT_ENCODERS:
             raise ValueError(f"output_format must be one of {tuple(FORMAT_ENCODERS)}, not {self.output_format!r}")
-        if self.resolution not in SHORT_SIDES:
-            raise ValueError(f"resolution must be one of {tuple(SHORT_SIDES)}, not {self.resolution!r}")
+        if self.resolution not in RESOLUTIONS:
+            raise ValueError(f"resolution must be one of {tuple(RESOLUTIONS)}, not {self.resolution!r}")
         encoders = FORMAT_ENCODERS[self.output_format]
         if self.video_encoder is not None and self.video_encoder not in encoders:
             raise ValueError(f"{self.output_format} takes video from {encoders}, not {self.video_encoder!r}")
@@ -57,22 +91,13 @@ class RenderSpec:
                 f"video_decoder must be one of {tuple(NVDEC_DECODERS.values())}, not {self.video_decoder!r}"
             )
 
+    def output_size(self, source: SourceInfo) -> tuple[int, int]:
+        """The output frame size for `source`: the picture as players show it (SourceInfo.display_size: after the
+        sample aspect ratio and the display rotation) fitted to the resolution (FrameBounds.fit). The one rule
+        every frame of a render, its preview and its review page follow."""
+        return RESOLUTIONS[self.resolution].fit(*source.display_size())
+
 
 def even(value: float) -> int:
     """Nearest even integer, at least 2 (4:2:0 chroma needs even sizes and offsets)."""
     return max(2, round(value / 2) * 2)
-
-
-def output_size(src_w: float, src_h: float, resolution: str) -> tuple[int, int]:
-    """Output frame size for a source DISPLAYED at src_w x src_h (SourceInfo.display_size(): after the sample
-    aspect ratio and the display rotation): aspect kept, square pixels, even sides.
-
-    The resolution names the short side: 720p is 720 (1280x720 landscape, 720x1280 portrait, 720x720 square),
-    1080p is 1080, 4k is 2160; the long side follows the aspect ratio, up to MAX_LONG_SIDES (2560, 3840, 4096):
-    past that the whole picture is scaled down to fit it, so the short side comes out shorter. The user asked
-    for that resolution, so smaller sources are scaled UP to it as well as larger ones down.
-    """
-    short_side, long_limit = SHORT_SIDES[resolution], MAX_LONG_SIDES[resolution]
-    scale = min(short_side / min(src_w, src_h), long_limit / max(src_w, src_h))
-    # Both results stay within their bounds: the nearest even number to a value at most an even bound is too.
-    return even(src_w * scale), even(src_h * scale)

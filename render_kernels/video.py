@@ -15,10 +15,21 @@ from .decoders import open_video_decoder
 from .encoders import ENCODER_THREADS, choose_video_encoder, open_video_encoder
 from .errors import UnsupportedMedia
 from .frames import frames_from, open_video
+from .media_io import Media
 from .plan import Segment
 from .preview import Still, png_of
-from .probe import Media, SourceInfo, frame_rate
-from .spec import RenderSpec, output_size
+from .source_info import SourceInfo, frame_rate
+from .spec import RenderSpec
+
+
+@dataclass(frozen=True)
+class SegmentStats:
+    """Where one segment's encode spent its wall seconds (all 0.0 until it has ended)."""
+
+    decode_s: float = 0.0  # decoding, scaling and watermarking
+    encode_s: float = 0.0
+    wall_s: float = 0.0
+    fps: float = 0.0  # frames per wall second
 
 
 @dataclass
@@ -40,7 +51,7 @@ class EncodedSegment:
     codec: str
     frame_count: int
     extradata: bytes | None
-    stats: dict[str, float] = field(default_factory=dict)  # decode_s (decode+scale+watermark), encode_s, wall_s, fps
+    stats: SegmentStats = field(default_factory=SegmentStats)
 
 
 def encode_segment(
@@ -61,7 +72,7 @@ def encode_segment(
 
     The output is constant frame rate at the source's average fps with exactly one output frame per source
     frame: variable-frame-rate sources are retimed, never padded or dropped. It is the picture as players show
-    the source (spec.output_size of SourceInfo.display_size): turned upright, square pixels, deinterlaced. With
+    the source (RenderSpec.output_size): turned upright, square pixels, deinterlaced. With
     `spec.video_encoder` unset the encoder is chosen on this node; a driver whose nodes differ (NVENC or not)
     should set it once for the render, since mux_segments needs every segment from the same encoder.
     `spec.video_decoder` (an NVDEC decoder) decodes and downscales on the GPU instead; the same frames come
@@ -69,7 +80,7 @@ def encode_segment(
     """
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
-    width, height = output_size(*info.display_size(), spec.resolution)
+    width, height = spec.output_size(info)
     encoder = open_video_encoder(codec, width, height, frame_rate(info.fps), spec.encoder_threads or ENCODER_THREADS)
     tb = encoder.time_base
     out = EncodedSegment(
@@ -128,12 +139,7 @@ def encode_segment(
     encode_s += time.perf_counter() - t
 
     wall_s = time.perf_counter() - started
-    out.stats = {
-        "decode_s": wall_s - encode_s,
-        "encode_s": encode_s,
-        "wall_s": wall_s,
-        "fps": out.frame_count / wall_s if wall_s else 0.0,
-    }
+    out.stats = SegmentStats(wall_s - encode_s, encode_s, wall_s, out.frame_count / wall_s if wall_s else 0.0)
     return out
 
 

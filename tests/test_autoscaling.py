@@ -221,10 +221,10 @@ def test_a_batch_scales_out_runs_on_the_new_nodes_and_scales_back_in(cluster, me
     head = next(n["NodeID"] for n in ray.nodes() if n["Resources"].get("node:__internal_head__"))
     for run, result in zip(runs, results, strict=True):
         assert frames_of(media, result.path, tmp_path) == round(SECONDS * FPS)
-        nodes = {s["node"] for s in run.segment_stats}
+        nodes = {s.node for s in run.segment_stats}
         assert nodes and head not in nodes, "no render work on the head"
         assert placement_of(run).startswith("Placement: CPU nodes; segments finished: ")
-    ran_on = {s["node"] for run in runs for s in run.segment_stats}
+    ran_on = {s.node for run in runs for s in run.segment_stats}
 
     # Drained: the standing request is withdrawn, and the idle nodes are removed.
     assert pool.scheduler.elastic.publisher.published == ResourceDemand()
@@ -299,7 +299,7 @@ def test_a_render_that_requires_a_gpu_starts_the_gpu_node_type(cluster, media, t
     assert standing_request() == []
     # The segments ran on the GPU node; the codecs were chosen there, and with no device behind the declared GPU
     # neither NVENC nor NVDEC opened: the node's CPU encoded (libx264) and decoded.
-    assert {s["node"] for s in run.segment_stats} <= gpu_nodes
+    assert {s.node for s in run.segment_stats} <= gpu_nodes
     placement = placement_of(run)
     assert placement.startswith("Placement: GPU nodes (encoder libx264, software decoding); segments finished: ")
     print(f"\ngpu: render done {time.monotonic() - started:.1f} s after it asked; {placement}")

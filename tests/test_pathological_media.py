@@ -15,15 +15,17 @@ import av
 import numpy as np
 import pytest
 
-from render_kernels import UnsupportedMedia, WatermarkSpec, output_size, probe
+from render_kernels import UnsupportedMedia, WatermarkSpec, probe
 from render_kernels.compose import FramePipeline
-from render_kernels.probe import MediaLimits, OverLimit
-from render_kernels.spec import POSITIONS
+from render_kernels.limits import MediaLimits, OverLimit
+from render_kernels.spec import POSITIONS, RESOLUTIONS
 from serve_app.config import Config
 from serve_app.media.assets import AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal, refusal_reason
 from tests.harness import REPO
 from tests.media import make_clip, make_watermark_png
+
+pytestmark = pytest.mark.slow  # real encodes of hostile media, and their parses
 
 MS = Fraction(1, 1000)
 
@@ -62,7 +64,7 @@ def test_slow_but_representable_rate_is_probed_exactly(tmp_path):
 @pytest.mark.parametrize("position", POSITIONS)
 def test_watermark_on_a_two_pixel_wide_frame_stays_inside(tmp_path, position):
     # A 2 x 1000 source renders 6 x 2560 at 720p (its long side at the cap): the margin is wider than the frame.
-    width, height = output_size(2, 1000, "720p")
+    width, height = RESOLUTIONS["720p"].fit(2, 1000)
     png = make_watermark_png(str(tmp_path / "wm.png"), rgba=(255, 255, 255, 255))
     pipeline = FramePipeline(width, height, WatermarkSpec(png, position, 1.0), colorspace=1)
     x, y, w, h = pipeline.watermark.box

@@ -38,7 +38,6 @@ from render_kernels import (
     encode_audio,
     encode_segment,
     mux_segments,
-    output_size,
     plan_segments,
     probe,
     render_preview,
@@ -47,6 +46,7 @@ from render_kernels import (
 )
 from render_kernels.compose import ORIENTATION_FILTERS, FramePipeline
 from render_kernels.orientation import orientation_from_matrix
+from render_kernels.spec import RESOLUTIONS
 
 FPS, SECONDS, FRAMES = 10, 2.0, 20  # the corpus' sources (keyframes every second: two segments each)
 ONE = 1 << 16  # 1.0 in the display matrix's 16.16 fixed point
@@ -107,16 +107,19 @@ def check_shown_output(path: str, size: tuple[int, int], seconds: float = SECOND
 # --- the three defects of the issue: each failed before ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sideways_phone_video_renders_upright(rendered):
     # Before: 1280x720 with the marker bottom-left (the stored picture, unturned).
     check_shown_output(rendered("phone_portrait_90"), (720, 1280))
 
 
+@pytest.mark.slow
 def test_anamorphic_video_is_not_squashed(rendered):
     # Before: 1080x720 (the stored 3:2 shape), where players show 16:9.
     check_shown_output(rendered("ntsc_dvd_32_27"), (1280, 720))
 
 
+@pytest.mark.slow
 def test_small_vertical_video_renders_at_720_short_side(rendered):
     # Before: 404x720 (fitted into a landscape box).
     check_shown_output(rendered("vertical_9_16"), (720, 1280))
@@ -125,12 +128,14 @@ def test_small_vertical_video_renders_at_720_short_side(rendered):
 # --- the whole corpus --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SHOWN_720P))
 def test_every_source_renders_as_shown(corpus, rendered, name):
     # Constant frame rate at the source's average: a variable-rate source lasts its frames at that rate.
     check_shown_output(rendered(name), SHOWN_720P[name], probe(corpus[name]).duration_s)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "facts"),
     [
@@ -154,6 +159,7 @@ def test_probe_reports_how_the_source_is_shown(corpus, name, facts):
     assert info.frame_count == FRAMES and info.fps == FPS
 
 
+@pytest.mark.slow
 def test_the_corpus_phone_video_stores_what_phones_store(corpus):
     # Ties the corpus (and so every orientation test) to real phones' display matrix, not to this code's reading.
     with av.open(corpus["phone_portrait_90"]) as container:
@@ -163,7 +169,6 @@ def test_the_corpus_phone_video_stores_what_phones_store(corpus):
     assert orientation_from_matrix(PHONE_PORTRAIT_MATRIX) == (90, False)
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize(
     ("matrix", "orientation"),
     [
@@ -181,7 +186,6 @@ def test_orientation_from_matrix(matrix, orientation):
     assert orientation_from_matrix(matrix) == orientation
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize(("rotation", "hflip"), sorted(ORIENTATION_FILTERS))
 def test_frame_pipeline_turns_every_orientation_upright(rotation, hflip):
     shown = shown_picture(3, 64, 48)
@@ -194,7 +198,6 @@ def test_frame_pipeline_turns_every_orientation_upright(rotation, hflip):
     assert marker_corner(out.astype(np.uint8)) == "top_left"
 
 
-@pytest.mark.fast
 def test_interlaced_frames_are_deinterlaced_one_for_one():
     # Moving interlaced video: each frame's two fields differ (even rows white, odd rows black), and the next
     # frame's the other way round. Deinterlaced, a frame keeps one field and fills in the other: no combing.
@@ -213,9 +216,6 @@ def test_interlaced_frames_are_deinterlaced_one_for_one():
 
 
 # --- sizes and stored facts ---------------------------------------------------------------------------------
-
-
-@pytest.mark.fast
 @pytest.mark.parametrize(
     ("shown", "resolution", "expected"),
     [
@@ -232,18 +232,18 @@ def test_interlaced_frames_are_deinterlaced_one_for_one():
     ],
 )
 def test_output_size_names_the_short_side_and_bounds_the_long_one(shown, resolution, expected):
-    width, height = output_size(*shown, resolution)
+    width, height = RESOLUTIONS[resolution].fit(*shown)
     assert (width, height) == expected and width % 2 == 0 and height % 2 == 0
 
 
+@pytest.mark.slow
 def test_display_size_applies_sample_aspect_then_rotation(corpus):
     info = probe(corpus["anamorphic_portrait_90"])  # 240x160 stored, 32:27 pixels, turned a quarter
     width, height = info.display_size()
     assert width == 160 and height == pytest.approx(240 * 32 / 27)
-    assert output_size(width, height, "720p") == (720, 1280)
+    assert RenderSpec("mp4", "720p").output_size(info) == (720, 1280)
 
 
-@pytest.mark.fast
 def test_source_record_round_trips_the_new_facts_and_reads_old_records():
     info = SourceInfo(
         path="a.mp4",
@@ -271,6 +271,7 @@ def test_source_record_round_trips_the_new_facts_and_reads_old_records():
 # --- audio ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_surround_is_downmixed_to_stereo_without_clipping(corpus, rendered):
     info = probe(corpus["surround_5_1"])
     assert info.audio is not None and info.audio.channels == 6
@@ -285,6 +286,7 @@ def test_surround_is_downmixed_to_stereo_without_clipping(corpus, rendered):
     assert dominant_hz(middle[1], rate) == pytest.approx(375, abs=3)
 
 
+@pytest.mark.slow
 def test_the_default_audio_track_is_the_one_rendered(corpus, rendered):
     info = probe(corpus["second_track_default"])  # track 1: mono 44.1 kHz 300 Hz; track 2 (default): 1 kHz stereo
     assert info.audio is not None and (info.audio.channels, info.audio.sample_rate) == (2, 48000)
@@ -307,6 +309,7 @@ def blue_box(picture: np.ndarray) -> tuple[int, int, int, int]:
 PORTRAIT_BOTTOM_RIGHT = (720 - 308 - 38, 1280 - 154 - 38, 720 - 38, 1280 - 38)
 
 
+@pytest.mark.slow
 def test_watermark_lands_bottom_right_of_the_shown_picture(corpus, media_dir):
     png = make_watermark_png(str(media_dir / "blue.png"), 64, 32, (0, 0, 255, 255))
     spec = RenderSpec("mp4", "720p", WatermarkSpec(png, position="bottom_right"))
@@ -319,6 +322,7 @@ def test_watermark_lands_bottom_right_of_the_shown_picture(corpus, media_dir):
                 assert np.abs(np.subtract(box, PORTRAIT_BOTTOM_RIGHT)).max() <= 3, (index, box)
 
 
+@pytest.mark.slow
 def test_preview_of_a_turned_source_is_upright_with_the_watermark_bottom_right(corpus, media_dir):
     png = make_watermark_png(str(media_dir / "blue.png"), 64, 32, (0, 0, 255, 255))
     source = corpus["phone_portrait_90"]
@@ -332,6 +336,7 @@ def test_preview_of_a_turned_source_is_upright_with_the_watermark_bottom_right(c
     assert blue_box(picture) == PORTRAIT_BOTTOM_RIGHT  # the preview is exact: no codec noise
 
 
+@pytest.mark.slow
 def test_the_review_pages_first_frame_is_frame_0_upright_without_the_watermark(corpus, media_dir):
     source = corpus["phone_portrait_90"]
     path = media_dir / "first.png"
@@ -347,6 +352,7 @@ def test_the_review_pages_first_frame_is_frame_0_upright_without_the_watermark(c
     assert distance(0) < distance(FRAMES // 3) / 2  # frame 0, not the preview's frame a third in (its bar moved)
 
 
+@pytest.mark.slow
 def test_preview_of_an_interlaced_source_is_its_frame(corpus, media_dir):
     source = corpus["interlaced_tff"]
     path = media_dir / "interlaced_preview.png"
@@ -359,6 +365,7 @@ def test_preview_of_an_interlaced_source_is_its_frame(corpus, media_dir):
 # --- truncated and empty files -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_truncated_file_is_called_truncated_or_corrupt(media_dir):
     whole = make_clip(str(media_dir / "whole.mp4"), seconds=3.0)  # > 60 kB, its index at the end
     cut = make_truncated(str(media_dir / "cut.mp4"), whole, keep=60_000)
@@ -367,6 +374,7 @@ def test_truncated_file_is_called_truncated_or_corrupt(media_dir):
     assert caught.value.reason.startswith("file is truncated or corrupt"), caught.value.reason
 
 
+@pytest.mark.slow
 def test_zero_byte_file_is_called_empty(media_dir):
     with pytest.raises(UnsupportedMedia) as caught:
         probe(make_empty(str(media_dir / "empty.mp4")))

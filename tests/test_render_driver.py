@@ -27,7 +27,8 @@ from render_kernels import (
     probe,
     render_preview,
 )
-from render_kernels.probe import Damaged, MediaLimits, OverLimit
+from render_kernels.limits import MediaLimits, OverLimit
+from render_kernels.media_io import Damaged
 from serve_app.media.media_probe import parse_isolated
 from serve_app.rendering import render_driver, render_tasks
 from serve_app.rendering.render_driver import RenderJob, RenderRejected, RenderRun, run_render
@@ -177,7 +178,11 @@ def test_progress_is_monotonic_and_ends_at_total(clean):
         assert done == sorted(done)
         assert all(r.frames_total == stats.frame_count and r.source_fps == FPS for r in reports[1:])
         assert (reports[-1].phase, reports[-1].frames_done) == ("muxing", stats.frame_count)
-        assert {r.phase for r in reports[1:-1]} == {"rendering"}
+        muxing = [r.phase for r in reports].index("muxing")  # then the mux's reports of the frames it has written
+        assert {r.phase for r in reports[1:muxing]} == {"rendering"}
+        assert {r.phase for r in reports[muxing:]} == {"muxing"}
+        written = [r.frames_written for r in reports[muxing:]]
+        assert written == sorted(written) and written[-1] <= stats.frame_count
 
 
 def test_tally_keeps_each_segments_high_water_mark():
@@ -195,17 +200,27 @@ def test_tally_keeps_each_segments_high_water_mark():
 
 def test_a_segment_reports_its_first_frame_at_once_then_once_an_interval(monkeypatch):
     """The first count goes out with the first frame (the render shows it is encoding), later ones at most every
-    PROGRESS_INTERVAL_S."""
+    interval of the worker's clock, and the last frame's at once."""
     sent: list[int] = []
     now = [100.0]
     monkeypatch.setattr(render_tasks.time, "monotonic", lambda: now[0])
-    on_frame = render_tasks.reporter(render_tasks.TallyRef(actor=None, run="r"), 0)
+    tally = render_tasks.TallyRef(actor=None, run="r", mux_index=1, interval_s=0.25)
+    on_frame = render_tasks.reporter(tally, 0, total=7)
     monkeypatch.setattr(render_tasks.TallyRef, "report", lambda self, index, frames: sent.append(frames))
     for frame in range(1, 5):
         on_frame(frame)
-    now[0] += render_tasks.PROGRESS_INTERVAL_S
+    now[0] += tally.interval_s
     on_frame(5)
-    assert sent == [1, 5]
+    on_frame(6)
+    on_frame(7)
+    assert sent == [1, 5, 7]
+
+
+def test_the_interval_is_half_the_poll_hint_within_bounds():
+    assert render_tasks.progress_interval_s(500) == 0.25
+    assert render_tasks.progress_interval_s(1_000) == 0.5
+    assert render_tasks.progress_interval_s(100) == render_tasks.MIN_PROGRESS_INTERVAL_S
+    assert render_tasks.progress_interval_s(10_000) == render_tasks.PROGRESS_INTERVAL_S == 1.0
 
 
 def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, monkeypatch):
@@ -214,7 +229,7 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     seen_mid = str(tmp_path / "driver-saw-a-mid-segment-count")
 
     def pauses_midway(source_path, segment, spec, info, tally, stills=()):
-        forward = render_tasks.reporter(tally, segment.index)
+        forward = render_tasks.reporter(tally, segment.index, segment.frame_count)
 
         def on_frame(frames_done):
             forward(frames_done)
@@ -226,7 +241,7 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
                     time.sleep(0.05)
 
         encoded = encode_segment(source_path, segment, spec, info, on_frame)
-        return {"index": encoded.index, "frame_count": encoded.frame_count}, encoded
+        return render_tasks.SegmentSummary.of(encoded), encoded
 
     class Watching(Hooks):
         async def progress(self, report: RenderProgress) -> None:
@@ -253,8 +268,8 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
     threads. Fixed in the spec every segment (and a retry of it) gets, so the bytes do not depend on the node."""
 
     def records_threads(source_path, segment, spec, info, tally, stills=()):
-        summary, encoded = render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
-        return {**summary, "threads": spec.encoder_threads}, encoded
+        Path(tmp_path, f"threads-{segment.index}").write_text(str(spec.encoder_threads))
+        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
 
     monkeypatch.setattr(
         render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(records_threads)
@@ -262,7 +277,7 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
     job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=workers)
     run = RenderRun(job, Hooks())
     asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
-    assert [s["threads"] for s in run.segment_stats] == [threads] * workers
+    assert [int(Path(tmp_path, f"threads-{s.index}").read_text()) for s in run.segment_stats] == [threads] * workers
     assert probe(job.out_path).frame_count == SECONDS * FPS
     assert "plan" in run.stages
 
@@ -295,36 +310,30 @@ def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_pa
     assert done == sorted(done) and max(done) == stats.frame_count  # the retried half is not counted twice
 
 
-def test_cancel_mid_render_stops_tasks_and_leaves_no_output(cluster, media, tmp_path):
+@pytest.mark.anyio
+async def test_cancel_mid_render_stops_tasks_and_leaves_no_output(cluster, media, tmp_path):
     job = job_for(media, tmp_path / "out")
     hooks = Hooks(approve=None)  # the approval never comes, so the render is surely still running
-
-    async def scenario() -> float:
-        task = asyncio.ensure_future(run_render(job, hooks))
-        await asyncio.wait_for(hooks.previewed.wait(), DEADLINE_S)
-        started = time.monotonic()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, DEADLINE_S)
-        return time.monotonic() - started
-
-    assert asyncio.run(scenario()) < render_driver.CANCEL_WAIT_S + 20  # bounded, however long approval takes
+    task = asyncio.ensure_future(run_render(job, hooks))
+    await asyncio.wait_for(hooks.previewed.wait(), DEADLINE_S)
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, DEADLINE_S)
+    assert time.monotonic() - started < render_driver.CANCEL_WAIT_S + 20  # bounded, however long approval takes
     assert os.listdir(tmp_path / "out") == ["preview.png"]  # no output, no staging leftovers
     wait_until(all_cpus_free, "the cancelled segment tasks to release their CPUs")
 
 
-def test_cancel_while_encoding_without_watermark(cluster, media, tmp_path):
+@pytest.mark.anyio
+async def test_cancel_while_encoding_without_watermark(cluster, media, tmp_path):
     job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=3)
     hooks = Hooks()
-
-    async def scenario() -> None:
-        task = asyncio.ensure_future(run_render(job, hooks))
-        await asyncio.wait_for(hooks.progressed.wait(), DEADLINE_S)  # frame 0: the segments are being sent
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, DEADLINE_S)
-
-    asyncio.run(scenario())
+    task = asyncio.ensure_future(run_render(job, hooks))
+    await asyncio.wait_for(hooks.progressed.wait(), DEADLINE_S)  # frame 0: the segments are being sent
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, DEADLINE_S)
     assert not os.path.exists(job.out_path)
     wait_until(all_cpus_free, "the cancelled segment tasks to release their CPUs")
 
@@ -375,7 +384,10 @@ def hold_segments_until_the_gate(monkeypatch, tmp_path) -> tuple[Path, Path]:
     return gate, held
 
 
-def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(cluster, media, tmp_path, monkeypatch):
+@pytest.mark.anyio
+async def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(
+    cluster, media, tmp_path, monkeypatch
+):
     """Four renders on one pool (2 CPUs). The first one's two segments hold both CPUs until every other render is
     queued, so the start order that follows is the scheduler's alone, whatever the machine's speed: principal
     a's renders in arrival order, principal b's render served in turn between them rather than after them. Every
@@ -401,8 +413,8 @@ def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(clu
         job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / name / "final.mp4"), principal=principal)
         return render_driver.RenderRun(job, Queued(), pool)
 
-    async def scenario() -> dict[str, render_driver.RenderRun]:
-        runs = {"a1": run_for("a1", "a"), "a2": run_for("a2", "a"), "a3": run_for("a3", "a"), "b1": run_for("b1", "b")}
+    runs = {"a1": run_for("a1", "a"), "a2": run_for("a2", "a"), "a3": run_for("a3", "a"), "b1": run_for("b1", "b")}
+    try:
         tasks = [asyncio.ensure_future(runs["a1"].run())]
         deadline = time.monotonic() + DEADLINE_S
         while len(os.listdir(held)) < 2:  # both CPUs held by a1's segments (its audio rides with the first)
@@ -413,10 +425,6 @@ def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(clu
             await asyncio.wait_for(runs[name].hooks.queued.wait(), DEADLINE_S)
         gate.touch()
         await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S * 3)
-        return runs
-
-    try:
-        runs = asyncio.run(scenario())
     finally:
         pool.close()
     # Start order of the audio and segment tasks (the muxes take their renders' own CPUs in between): a1, planned
@@ -435,7 +443,10 @@ def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_cluster(clu
     wait_until(all_cpus_free, "every task of the four renders to release its CPU")
 
 
-def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_meanwhile(cluster, media, tmp_path, monkeypatch):
+@pytest.mark.anyio
+async def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_meanwhile(
+    cluster, media, tmp_path, monkeypatch
+):
     """A render whose segments wait in the queue (another render holds both CPUs until its preview is out) does not
     keep its reviewer waiting for its turn: past STILL_START_WAIT_S a picture task makes the preview and the
     source's first frame, the same pictures the segments would have."""
@@ -448,7 +459,7 @@ def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_meanwhile(
     queued = replace(job_for(media, tmp_path, workers=2), source_info=info, source_frame_path=frame_path)
     run = RenderRun(queued, Hooks(), pool)
 
-    async def scenario() -> None:
+    try:
         tasks = [asyncio.ensure_future(RenderRun(first, Hooks(), pool).run())]
         deadline = time.monotonic() + DEADLINE_S
         while len(os.listdir(held)) < 2:
@@ -458,9 +469,6 @@ def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_meanwhile(
         await asyncio.wait_for(run.hooks.previewed.wait(), DEADLINE_S)  # while the CPUs are still held
         gate.touch()
         await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S * 3)
-
-    try:
-        asyncio.run(scenario())
     finally:
         pool.close()
     assert run.stills_from == "task"

@@ -12,7 +12,7 @@ from typing import Any
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from render_kernels import UnsupportedMedia
-from render_kernels.probe import MediaLimits, OverLimit
+from render_kernels.limits import MediaLimits, OverLimit
 from serve_app.config import Config
 from serve_app.observability.catalog import REFUSALS
 

@@ -38,8 +38,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from render_kernels import Media, SourceInfo, UnsupportedMedia, image_size, probe, probe_image, source_record
-from render_kernels.probe import Damaged, MediaLimits, OverLimit, open_binary
-from serve_app.media.content_sniff import HEAD_BYTES, sniff
+from render_kernels.limits import MediaLimits, OverLimit
+from render_kernels.media_io import Damaged, open_binary
 
 if TYPE_CHECKING:  # not at run time: every parser is a fresh worker that imports this module, and the settings
     # model (pydantic) would add 75 ms of CPU to each one's start
@@ -77,6 +77,9 @@ def _probe_video(path: Media, limits: MediaLimits) -> SourceInfo:
     """The probe of what is not a still image. A head that is surely no media (text, a form, a PDF, ...) is refused
     as what it is, before libav reads it; a head of no known format that libav cannot read either is said to be
     that, beside libav's "truncated or corrupt" (content_sniff)."""
+    # Here, not at the top: every parser worker imports this module, which imports nothing else of the server.
+    from serve_app.media.content_sniff import HEAD_BYTES, sniff
+
     with open_binary(path) as file:
         head = file.read(HEAD_BYTES)
     sniffed = sniff(head) if head else None

@@ -95,20 +95,20 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from mcp_protocol.progress import MUXING, PLACEMENT_PREFIX, PROBING, RENDERING, RenderProgress, SpeedMeter
 from media_store import LocalMediaStore, MediaStore
 from render_kernels import (
+    AudioStats,
     Media,
     MuxStats,
     RenderSpec,
     SourceInfo,
     choose_video_encoder,
-    output_size,
     plan_segments,
     plan_stills,
     read_source,
     segment_encoder_threads,
 )
 from render_kernels.decoders import NVDEC_DECODERS
+from render_kernels.limits import MediaLimits
 from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME
-from render_kernels.probe import MediaLimits
 from render_kernels.spec import FORMAT_ENCODERS
 from serve_app.config import Config
 from serve_app.media.media_limits import media_limits
@@ -117,7 +117,8 @@ from serve_app.observability.catalog import SEGMENT_RETRIES, WORKER_LOSSES
 from serve_app.rendering.autoscaling import CPU_BUNDLE, Bundle, bundle
 from serve_app.rendering.render_tasks import (
     PROGRESS_INTERVAL_S,
-    FrameTally,
+    AudioSummary,
+    SegmentSummary,
     TallyRef,
     choose_codecs,
     encode_audio_parts,
@@ -126,6 +127,7 @@ from serve_app.rendering.render_tasks import (
     render_pictures,
 )
 from serve_app.rendering.scheduling import Dispatched, SegmentScheduler
+from serve_app.rendering.tally import ActorTally, HostedTally, PoolTally, stills_made
 
 logger = logging.getLogger(__name__)
 
@@ -203,27 +205,21 @@ _codecs_task = ray.remote(num_cpus=0, num_gpus=CODEC_CHOICE_GPU_SHARE, max_retri
 # The watermark preview of a source the upload's parse vetted, and the source's first frame (see "Where things
 # run"). No CPU: it must start while the segments hold every core, and it decodes a few frames.
 _pictures_task = ray.remote(**{**TASK_OPTIONS, "num_cpus": 0})(render_pictures)
-# No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
-_tally_actor = ray.remote(num_cpus=0, max_restarts=-1)(FrameTally)
 
 
 class RenderPool:
     """What the renders driven from one process share: the scheduler of their CPU tasks, and one FrameTally for
-    their live frame counts.
+    their live frame counts (serve_app.rendering.tally).
 
-    `host`, when the pool lives in an actor: that actor's handle, which serves `report_frames` into this pool's
-    tally (see RenderSupervisor.report_frames), so the tally costs no process and the driver reads it in place.
-    Without one, the tally is an actor of its own, started on first use: one worker process for all renders of
-    the pool, not one each.
+    `host`, when the pool lives in an actor: that actor's handle, which serves `report_frames` and `report_still`
+    into this pool's tally (see RenderSupervisor.report_frames), so the tally costs no process and the driver reads
+    it in place. Without one, the tally is an actor of its own, started on first use.
     """
 
     def __init__(self, scheduler: SegmentScheduler | None = None, host: Any = None) -> None:
         self.scheduler = scheduler or SegmentScheduler()
-        self._host = host
-        self.frames = FrameTally() if host is not None else None
-        self._moved: dict[str, asyncio.Event] = {}  # per open run of the in-process tally: a report came in
-        self._still_came: dict[str, asyncio.Event] = {}  # per open run of the in-process tally: a still came in
-        self._tally_actor: Any = None
+        self._hosted = HostedTally(host) if host is not None else None
+        self.tally: PoolTally = self._hosted or ActorTally()
         self._local_cpus: float | None = None
 
     def local_node_takes_work(self) -> bool:
@@ -235,82 +231,20 @@ class RenderPool:
             self._local_cpus = nodes[0]["Resources"].get("CPU", 0.0) if nodes else 0.0
         return self._local_cpus > 0
 
-    async def open_tally(self, run: str, segment_count: int, interval_s: float) -> TallyRef:
-        """Open `run`'s counts in the tally, one per segment and one for the mux; its tasks report through the
-        returned reference, every `interval_s`. A tally actor has opened them when this returns: a segment's first
-        report (from another process) could otherwise reach a starting actor before the open does, and be dropped
-        as a closed run's."""
-        if self.frames is not None:
-            self.frames.open(run, segment_count + 1)
-            self._moved[run] = asyncio.Event()
-            self._still_came[run] = asyncio.Event()
-            return TallyRef(self._host, run, segment_count, interval_s)
-        if self._tally_actor is None:
-            self._tally_actor = _tally_actor.remote()
-        await self._tally_actor.open.remote(run, segment_count + 1)
-        return TallyRef(self._tally_actor, run, segment_count, interval_s)
-
     def report_frames(self, run: str, index: int, frames_done: int) -> None:
-        """A segment's or the mux's report, served by the host actor: into the tally, waking `run`'s driver."""
-        assert self.frames is not None, "only an actor's pool is reported to"
-        self.frames.report_frames(run, index, frames_done)
-        if (moved := self._moved.get(run)) is not None:
-            moved.set()
+        """A segment's or the mux's report, served by the host actor (HostedTally.report_frames)."""
+        assert self._hosted is not None, "only an actor's pool is reported to"
+        self._hosted.report_frames(run, index, frames_done)
 
     def report_still(self, run: str, name: str, png: bytes) -> None:
-        """A segment task's still, served by the host actor: into the tally, waking `run`'s approval gate."""
-        assert self.frames is not None, "only an actor's pool is reported to"
-        self.frames.report_still(run, name, png)
-        if (came := self._still_came.get(run)) is not None:
-            came.set()
-
-    async def stills(self, run: str, names: set[str]) -> dict[str, bytes]:
-        """The stills `names` of `run`, once its segments have made them all: heard of in-process, else read
-        from the tally actor every PROGRESS_INTERVAL_S. Raises RayActorError when the tally actor is gone."""
-        while True:
-            if self.frames is not None:
-                made = self.frames.stills_of(run)
-            else:
-                made = await self._tally_actor.stills_of.remote(run)
-            if made is not None and names <= made.keys():
-                return {name: made[name] for name in names}
-            if (came := self._still_came.get(run)) is None:
-                await asyncio.sleep(PROGRESS_INTERVAL_S)
-            else:
-                await came.wait()
-                came.clear()
-
-    async def frames_moved(self, run: str, interval_s: float) -> None:
-        """Returns when `run`'s tally may have moved: at its next report in-process (at once if one came since the
-        last call), else after `interval_s` (the tally actor is read, not heard from)."""
-        if (moved := self._moved.get(run)) is None:
-            await asyncio.sleep(interval_s)
-            return
-        await moved.wait()
-        moved.clear()
-
-    async def tally_counts(self, run: str) -> list[int] | None:
-        """Each of `run`'s segments' count, then the mux's; None when it is not open (e.g. the tally actor restarted
-        since). Raises RayActorError when the tally actor is gone."""
-        if self.frames is not None:
-            return self.frames.counts(run)
-        counts: list[int] | None = await self._tally_actor.counts.remote(run)
-        return counts
-
-    def close_tally(self, run: str) -> None:
-        """Forget `run`'s counts: its tasks have all ended, and a late report is dropped."""
-        if self.frames is not None:
-            self.frames.close(run)
-            self._moved.pop(run, None)
-            self._still_came.pop(run, None)
-        elif self._tally_actor is not None:
-            self._tally_actor.close.remote(run)
+        """A segment task's still, served by the host actor (HostedTally.report_still)."""
+        assert self._hosted is not None, "only an actor's pool is reported to"
+        self._hosted.report_still(run, name, png)
 
     def close(self) -> None:
-        """End the tally actor, if any (for a pool of one render; a supervisor's pool lives as long as it does)."""
-        if self._tally_actor is not None:
-            ray.kill(self._tally_actor)
-            self._tally_actor = None
+        """End the tally's own actor, if any (for a pool of one render; a supervisor's pool lives as long as it
+        does)."""
+        self.tally.shutdown()
 
 
 @dataclass(frozen=True)
@@ -347,8 +281,8 @@ class RenderRun:
     """One execution of a RenderJob. After `run` ends, `stages` holds wall seconds per stage (probe; preview, the
     source's first frame with it; plan: segments, codecs and placement, a GPU node's wait included; queue: the wait
     for the first CPU; approval, segments, audio, mux, total; stages overlap),
-    `segment_stats` each segment's own timings from the kernel (decode_s, encode_s, wall_s, fps), `audio_stats`
-    the audio kernel's (wall_s, samples; empty without audio), and
+    `segment_stats` each segment's summary, in segment order (with the kernel's own timings), `audio_stats` the audio
+    kernel's (None without audio), and
     `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool), and
     `stills_from` who made the approval gate's pictures (the segments, or a picture task; None: none were made)."""
 
@@ -356,8 +290,8 @@ class RenderRun:
     hooks: RenderHooks
     pool: RenderPool | None = None  # None: a pool of its own, closed when the run ends
     stages: dict[str, float] = field(default_factory=dict, init=False)
-    segment_stats: list[dict[str, Any]] = field(default_factory=list, init=False)
-    audio_stats: dict[str, Any] = field(default_factory=dict, init=False)
+    segment_stats: list[SegmentSummary] = field(default_factory=list, init=False)
+    audio_stats: AudioStats | None = field(default=None, init=False)
     start_order: list[int] = field(default_factory=list, init=False)
     stills_from: str | None = field(default=None, init=False)  # who made the gate's pictures: "segments" or "task"
     started_at: float = field(default=0.0, init=False)  # epoch seconds
@@ -383,7 +317,7 @@ class RenderRun:
             raise
         finally:
             if self._tally_open:  # every segment task has ended (or was cancelled): nobody reports
-                pool.close_tally(self._key)
+                pool.tally.close(self._key)
             if own_pool:
                 pool.close()
             self.stages["total"] = time.perf_counter() - started
@@ -397,8 +331,8 @@ class RenderRun:
         return RenderTimings(
             self.started_at,
             dict(self.stages),
-            tuple(s["wall_s"] for s in self.segment_stats),
-            self.audio_stats.get("wall_s"),
+            tuple(s.stats.wall_s for s in self.segment_stats),
+            self.audio_stats.wall_s if self.audio_stats is not None else None,
         )
 
     async def _render(self) -> MuxStats:
@@ -412,7 +346,7 @@ class RenderRun:
         free = self._pool.scheduler.free_cpus()  # what the render has to itself: threads beyond one segment a CPU
         spec = replace(spec, encoder_threads=segment_encoder_threads(free, len(segments)))
         segment_bundle = bundle({"CPU": 1, "GPU": segment_options.get("num_gpus", 0)})
-        tally = await self._pool.open_tally(self._key, len(segments), job.progress_interval_s)
+        tally = await self._pool.tally.open(self._key, len(segments), job.progress_interval_s)
         self._tally_open = True
         self.stages["plan"] = time.perf_counter() - planning
         placement = self._placement_note()
@@ -474,7 +408,7 @@ class RenderRun:
         return source.info, source.preview_png
 
     def _max_segment_frames(self, info: SourceInfo) -> int:
-        width, height = output_size(*info.display_size(), self.job.spec.resolution)
+        width, height = self.job.spec.output_size(info)
         return max(1, self.job.segment_max_megapixels * 1_000_000 // (width * height))
 
     async def _fix_codecs(
@@ -564,10 +498,10 @@ class RenderRun:
         return await _value(dispatched.refs[0])
 
     async def _audio(self, audio: asyncio.Future[Dispatched]) -> None:
-        stats = await self._timed("audio", self._summary(audio))
-        if attempt := stats.pop("attempt", 0):
-            WORKER_LOSSES.inc(attempt, task="audio")
-        self.audio_stats = stats
+        summary: AudioSummary = await self._timed("audio", self._summary(audio))
+        if summary.attempt:
+            WORKER_LOSSES.inc(summary.attempt, task="audio")
+        self.audio_stats = summary.stats
 
     async def _encode(self, parts: list[asyncio.Future[Dispatched]], info: SourceInfo) -> None:
         """Await the segment summaries as they complete, reporting the frames done meanwhile: each segment's
@@ -580,20 +514,20 @@ class RenderRun:
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 for finished in done:
-                    summary = finished.result()
-                    if attempt := summary.get("attempt", 0):
-                        SEGMENT_RETRIES.inc(attempt)
-                        WORKER_LOSSES.inc(attempt, task="segment")
+                    summary: SegmentSummary = finished.result()
+                    if summary.attempt:
+                        SEGMENT_RETRIES.inc(summary.attempt)
+                        WORKER_LOSSES.inc(summary.attempt, task="segment")
                     self.segment_stats.append(summary)
-                    frames[summary["index"]] = summary["frame_count"]
+                    frames[summary.index] = summary.frame_count
                     if self._placement is not None:
-                        self._segment_nodes[summary["node"][-8:]] += 1  # a node id's tail: where they differ
+                        self._segment_nodes[summary.node[-8:]] += 1  # a node id's tail: where they differ
                 await self._report_frames(sum(frames), info, placement_changed=self._placement is not None)
         finally:
             watching.cancel()
             for future in waiting:
                 future.cancel()
-        self.segment_stats.sort(key=lambda s: s["index"])
+        self.segment_stats.sort(key=lambda s: s.index)
         self.stages["segments"] = time.perf_counter() - started
         if self._placement is not None:
             logger.info("render %s: %s", self._key, self._placement_note())
@@ -618,10 +552,10 @@ class RenderRun:
         and a poller sees every interval's count. Returns if the tally actor is lost."""
         interval_s = self.job.progress_interval_s
         while True:
-            await self._pool.frames_moved(self._key, interval_s)
+            await self._pool.tally.moved(self._key, interval_s)
             read_at = time.monotonic()
             try:
-                live = await self._pool.tally_counts(self._key)
+                live = await self._pool.tally.counts(self._key)
             except ray.exceptions.RayActorError:
                 return
             if live is not None:
@@ -699,7 +633,7 @@ class RenderRun:
         _, waiting = await asyncio.wait(tasks, timeout=STILL_START_WAIT_S)
         if waiting:
             return None
-        arrived = asyncio.ensure_future(self._pool.stills(self._key, set(carriers)))
+        arrived = asyncio.ensure_future(stills_made(self._pool.tally, self._key, set(carriers)))
         ended = asyncio.ensure_future(
             asyncio.wait([asyncio.ensure_future(_settled(task.result().refs[0])) for task in tasks])
         )

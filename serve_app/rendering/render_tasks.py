@@ -18,12 +18,14 @@ import ray
 
 from media_store import MediaStore
 from render_kernels import (
+    AudioStats,
     EncodedAudio,
     EncodedSegment,
     Media,
     MuxStats,
     RenderSpec,
     Segment,
+    SegmentStats,
     SourceInfo,
     Still,
     choose_video_decoder,
@@ -33,7 +35,6 @@ from render_kernels import (
     mux_segments,
     render_preview,
 )
-from serve_app.rendering.poster import poster_jpeg
 
 # How often a render's tasks report their frames, and its driver reads them: twice per poll interval its clients
 # are told (VIDFORGE_POLL_INTERVAL_MS; `progress_interval_s`), so that every poll sees a new figure, within these
@@ -157,6 +158,33 @@ def attempt_number() -> int:
     return int(ray._private.worker.global_worker.core_worker.get_current_task_attempt_number())
 
 
+@dataclass(frozen=True)
+class SegmentSummary:
+    """What a segment task tells its driver (its first return; the encoded segment, its second, stays in the object
+    store until the mux fetches it)."""
+
+    index: int
+    frame_count: int
+    node: str  # the Ray node it ran on: the driver's placement note names it
+    attempt: int  # the worker losses it went through (attempt_number)
+    stats: SegmentStats
+
+    @classmethod
+    def of(cls, encoded: EncodedSegment) -> SegmentSummary:
+        """The summary of `encoded`, made in the task that encoded it."""
+        node = ray.get_runtime_context().get_node_id()
+        return cls(encoded.index, encoded.frame_count, node, attempt_number(), encoded.stats)
+
+
+@dataclass(frozen=True)
+class AudioSummary:
+    """What an audio task tells its driver (its first return; the encoded audio, its second, stays in the object
+    store until the mux fetches it)."""
+
+    stats: AudioStats | None  # None: the source has no audio
+    attempt: int  # the worker losses it went through (attempt_number)
+
+
 def encode_segment_parts(
     source_path: Media,
     segment: Segment,
@@ -164,7 +192,7 @@ def encode_segment_parts(
     info: SourceInfo,
     tally: TallyRef,
     stills: tuple[Still, ...] = (),
-) -> tuple[dict[str, Any], EncodedSegment]:
+) -> tuple[SegmentSummary, EncodedSegment]:
     """`encode_segment` as (summary, segment), reporting live to `tally`, its stills included; see module
     docstring."""
     try:
@@ -172,18 +200,16 @@ def encode_segment_parts(
         encoded = encode_segment(source_path, segment, spec, info, on_frame, stills, tally.report_still)
     finally:
         release_freed_memory()
-    node = ray.get_runtime_context().get_node_id()  # where it ran: the driver's placement note names it
-    summary = {"index": encoded.index, "frame_count": encoded.frame_count, "node": node, "attempt": attempt_number()}
-    return {**summary, **encoded.stats}, encoded
+    return SegmentSummary.of(encoded), encoded
 
 
-def encode_audio_parts(source_path: Media, output_format: str) -> tuple[dict[str, Any], EncodedAudio | None]:
+def encode_audio_parts(source_path: Media, output_format: str) -> tuple[AudioSummary, EncodedAudio | None]:
     """`encode_audio` as (summary, audio): the driver awaits the summary only (see module docstring)."""
     try:
         audio = encode_audio(source_path, output_format)
     finally:
         release_freed_memory()
-    return {**(audio.stats if audio is not None else {}), "attempt": attempt_number()}, audio
+    return AudioSummary(audio.stats if audio is not None else None, attempt_number()), audio
 
 
 def render_pictures(source_path: Media, info: SourceInfo, wanted: list[tuple[RenderSpec, float]]) -> list[bytes]:
@@ -217,6 +243,10 @@ def mux_stored_segments(
             segments = (ray.get(ref) for ref in segment_refs)
             stats = mux_segments(segments, audio, output_format, staged, info.fps, on_frame)
             if poster_path is not None:
+                # Here, not at the top: every render worker imports this module, which imports nothing else of the
+                # server.
+                from serve_app.rendering.poster import poster_jpeg
+
                 media.put_bytes(poster_path, poster_jpeg(staged))
             media.put_file(staged, out_path, move=True)
     finally:

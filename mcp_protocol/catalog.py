@@ -1,11 +1,11 @@
 """The discovery surface, loaded once from the JSON files the contract prints.
 
-The five tool definitions and the capability summary are data, kept in `catalog/` as the contract prints them,
+The six tool definitions and the capability summary are data, kept in `catalog/` as the contract prints them,
 so the wire matches the contract and `tools/list` is identical across calls and restarts
 ([9.deterministic-order]). Where the contract's text names a configurable duration (the approval window,
-result retention, the task TTL, the idempotency window), the file holds a `${name}` placeholder, filled from the
-operator's settings: with the defaults the text is the contract's, and it never promises what the server does not
-do.
+result retention, the task TTL, the idempotency window, the import's time limit), the file holds a `${name}`
+placeholder, filled from the operator's settings: with the defaults the text is the contract's, and it never
+promises what the server does not do.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ STATUS_TOOL = "vidforge_get_render_status"
 APPROVE_TOOL = "vidforge_approve_watermark"
 CANCEL_TOOL = "vidforge_cancel_render"
 CAPABILITIES_TOOL = "vidforge_get_capabilities"
+IMPORT_TOOL = "vidforge_import_asset"
 
 CAPABILITIES_URI = "vidforge://capabilities"
 VIDEO_URI_TEMPLATE = "vidforge://videos/{render_id}/final.{ext}"
@@ -47,6 +48,7 @@ def durations(settings: WireSettings) -> dict[str, str]:
         "task_ttl_short": duration_short(settings.task_ttl_ms / 1000),
         "idempotency_window": duration_text(settings.idempotency_ttl_s),
         "idempotency_window_short": duration_short(settings.idempotency_ttl_s),
+        "import_window": duration_text(settings.import_timeout_s),
     }
 
 
@@ -94,7 +96,7 @@ def _tools() -> list[JSONObject]:
 
 
 def tool_definitions(settings: WireSettings) -> list[JSONObject]:
-    """All five tools in their fixed order (render, status, approve, cancel, capabilities)."""
+    """All six tools in their fixed order (render, status, approve, cancel, capabilities, import)."""
     return cast(list[JSONObject], _filled(_tools(), durations(settings)))
 
 

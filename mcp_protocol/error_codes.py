@@ -48,6 +48,8 @@ class ErrorCode(StrEnum):
     HOST_NOT_ALLOWED = "host_not_allowed"
     CONCURRENCY_LIMIT_EXCEEDED = "concurrency_limit_exceeded"
     TOO_MANY_TASK_IDS = "too_many_task_ids"
+    IMPORT_REFUSED = "import_refused"
+    IMPORT_FAILED = "import_failed"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -58,6 +60,7 @@ TEMPORARY = frozenset(
         ErrorCode.RENDER_FAILED,
         ErrorCode.STORAGE_FULL,
         ErrorCode.CONCURRENCY_LIMIT_EXCEEDED,
+        ErrorCode.IMPORT_FAILED,
         ErrorCode.INTERNAL_ERROR,
     }
 )

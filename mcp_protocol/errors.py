@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mcp.shared.exceptions import MCPError
 
-from mcp_protocol.catalog import CAPABILITIES_TOOL, RENDER_TOOL, STATUS_TOOL, video_uri
+from mcp_protocol.catalog import CAPABILITIES_TOOL, IMPORT_TOOL, RENDER_TOOL, STATUS_TOOL, video_uri
 from mcp_protocol.envelope import VidforgeError, repair
 from mcp_protocol.error_codes import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, ErrorCode
 from mcp_protocol.json_types import JSONObject
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from mcp_protocol.domain import RenderRequest
 
 DISK_FULL_RETRY_AFTER_MS = 60_000  # a hint, not a limit: about the time for a cleanup or a sweep to free space
+IMPORT_RETRY_AFTER_MS = 5000  # a hint: a remote that did not deliver is often back, or reachable, within seconds
 
 
 def rerender_repair(request: RenderRequest, next_step: str, alternative: str) -> JSONObject:
@@ -221,28 +222,44 @@ def unknown_tool(name: str) -> VidforgeError:
         message=f"Unknown tool: {name}",
         field="name",
         reason="vidforge serves vidforge_render_video, vidforge_get_render_status, vidforge_approve_watermark, "
-        "vidforge_cancel_render and vidforge_get_capabilities.",
+        "vidforge_cancel_render, vidforge_get_capabilities and vidforge_import_asset.",
         repair=repair("read_capabilities", CAPABILITIES_TOOL, {}, "Call tools/list for the current catalog."),
     )
 
 
-def asset_too_large(limit: int) -> VidforgeError:
+def asset_too_large(limit: int, field: str = "body") -> VidforgeError:
+    """An upload (`body`) or an import (`url`) past VIDFORGE_MAX_ASSET_BYTES."""
     return VidforgeError(
         code=ErrorCode.ASSET_TOO_LARGE,
-        message="The upload is larger than this server accepts.",
-        field="body",
+        message="The file is larger than this server accepts.",
+        field=field,
         reason=f"Assets are limited to {limit} bytes (VIDFORGE_MAX_ASSET_BYTES).",
+        repair=repair(
+            "upload_smaller_asset",
+            None,
+            {},
+            f"Trim, downscale or re-encode the file to at most {limit} bytes, then upload (POST /assets) or import "
+            f"({IMPORT_TOOL}) it again.",
+        ),
     )
 
 
-def asset_quota_exceeded(used: int, limit: int, retention_s: int) -> VidforgeError:
+def asset_quota_exceeded(used: int, limit: int, retention_s: int, field: str = "body") -> VidforgeError:
+    """An upload (`body`) or an import (`url`) that would pass VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL."""
     return VidforgeError(
         code=ErrorCode.ASSET_QUOTA_EXCEEDED,
-        message="This upload would take this credential's stored assets past its storage quota.",
-        field="body",
-        reason=f"Your assets hold {used} bytes; with this upload they would pass the {limit}-byte limit "
+        message="This file would take this credential's stored assets past its storage quota.",
+        field=field,
+        reason=f"Your assets hold {used} bytes; with this file they would pass the {limit}-byte limit "
         f"(VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL). Assets are deleted {retention_s} s after upload "
         "(VIDFORGE_ASSET_RETENTION_S) unless a render still uses them.",
+        repair=repair(
+            "retry_after_assets_expire",
+            None,
+            {},
+            "Add the file again once older assets have expired, or render from an asset you already have "
+            "(GET /assets lists them).",
+        ),
     )
 
 
@@ -447,6 +464,45 @@ def too_many_task_ids(count: int, limit: int) -> VidforgeError:
         field="notifications.taskIds",
         reason=f"{count} taskIds; one stream listens to at most {limit} (VIDFORGE_MAX_LISTEN_TASK_IDS).",
         repair=repair("split_subscription", None, {}, f"Listen to at most {limit} tasks a stream, or poll tasks/get."),
+    )
+
+
+def import_refused(reason: str) -> VidforgeError:
+    """`vidforge_import_asset`: vidforge will not fetch this URL (its scheme, where its address leads, the redirects
+    it takes), or the remote refused it (HTTP 4xx). The same URL fails the same way, so it is not temporary; `reason`
+    names the rule and its setting, and never quotes the remote's answer."""
+    return VidforgeError(
+        code=ErrorCode.IMPORT_REFUSED,
+        message="vidforge will not import the file at this URL.",
+        field="url",
+        reason=reason,
+        repair=repair(
+            "import_from_another_url",
+            None,
+            {},
+            f"Call {IMPORT_TOOL} with an https:// URL of a publicly reachable host that serves the file itself, or "
+            "upload the file with POST /assets; an operator can allow a private host with VIDFORGE_IMPORT_ALLOW_HOSTS.",
+        ),
+    )
+
+
+def import_failed(reason: str, url: str) -> VidforgeError:
+    """`vidforge_import_asset`: the remote did not deliver the file (no connection, a TLS failure, a server error, a
+    transfer cut off or past VIDFORGE_IMPORT_TIMEOUT_S). Temporary: the same call may succeed later, so the repair is
+    that call (the caller's own URL, [6.repair-intent])."""
+    return VidforgeError(
+        code=ErrorCode.IMPORT_FAILED,
+        message="The file could not be fetched from this URL.",
+        field="url",
+        reason=reason,
+        retry_after_ms=IMPORT_RETRY_AFTER_MS,
+        repair=repair(
+            "retry_import",
+            IMPORT_TOOL,
+            {"url": url},
+            "Retry after retry_after_ms; if it keeps failing, check that the link works in a browser, or upload the "
+            "file with POST /assets.",
+        ),
     )
 
 

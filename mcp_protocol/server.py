@@ -45,6 +45,7 @@ from mcp_protocol.domain import TaskRecord
 from mcp_protocol.elicitation import declared_modes
 from mcp_protocol.envelope import VidforgeError, as_mcp_error
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
+from mcp_protocol.imports import AssetImports, ImportTaskMethods, is_import_task
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService
 from mcp_protocol.tasks import (
@@ -66,7 +67,8 @@ LISTEN_WAIT_S = 10.0
 LOOKUP_WAIT_S = 0.05
 
 INSTRUCTIONS = (
-    "vidforge renders uploaded video assets to mp4/webm/mov. Read vidforge://capabilities (or call "
+    "vidforge renders video assets (uploaded, or imported from a link with vidforge_import_asset) to mp4/webm/mov. "
+    "Read vidforge://capabilities (or call "
     "vidforge_get_capabilities) first: it states the task semantics, fallbacks and error catalog."
 )
 
@@ -77,6 +79,7 @@ RequestContext: TypeAlias = ServerRequestContext[Any, Request]
 # Matched whole (`fullmatch`: a `$` would also match before a final newline), as every id a caller sends is.
 _VIDEO_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)")
 _PREVIEW_URI = re.compile(r"vidforge://renders/(?P<id>[A-Za-z0-9_-]{1,128})/watermark-preview\.png")
+_POSTER_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/poster\.jpg")
 
 
 def discover_result() -> JSONObject:
@@ -137,11 +140,12 @@ def resource_error(error: VidforgeError, uri: str) -> MCPError:
 class VidforgeServer:
     """Builds the SDK server wired to a `RenderService`."""
 
-    def __init__(self, service: RenderService, settings: WireSettings) -> None:
+    def __init__(self, service: RenderService, settings: WireSettings, imports: AssetImports) -> None:
         self.service = service
         self.settings = settings
-        self.tools = ToolCalls(service, settings)
+        self.tools = ToolCalls(service, settings, imports)
         self.tasks = TaskMethods(service, settings)
+        self.import_tasks = ImportTaskMethods(imports)  # the tasks of `vidforge_import_asset`, told apart by their id
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=server_version(),
@@ -221,6 +225,8 @@ class VidforgeServer:
                 mime = artifact.mime
             elif match := _PREVIEW_URI.fullmatch(uri):
                 data, mime = await self.service.read_preview(principal, match["id"]), "image/png"
+            elif match := _POSTER_URI.fullmatch(uri):
+                data, mime = await self.service.read_poster(principal, match["id"]), "image/jpeg"
             else:
                 raise errors.resource_not_found(None, self.settings.result_retention_s)
         except VidforgeError as error:
@@ -228,17 +234,20 @@ class VidforgeServer:
         contents = {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
         return {"resultType": "complete", "contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
 
+    def _task_methods(self, params: TaskParams) -> TaskMethods | ImportTaskMethods:
+        return self.import_tasks if is_import_task(params.task_id) else self.tasks
+
     async def _tasks_get(self, ctx: RequestContext, params: TaskParams) -> JSONObject:
         require_modern(ctx)
-        return await self.tasks.get(caller_of(ctx), _headers(ctx), params)
+        return await self._task_methods(params).get(caller_of(ctx), _headers(ctx), params)
 
     async def _tasks_update(self, ctx: RequestContext, params: UpdateTaskParams) -> JSONObject:
         require_modern(ctx)
-        return await self.tasks.update(caller_of(ctx), _headers(ctx), params)
+        return await self._task_methods(params).update(caller_of(ctx), _headers(ctx), params)
 
     async def _tasks_cancel(self, ctx: RequestContext, params: TaskParams) -> JSONObject:
         require_modern(ctx)
-        return await self.tasks.cancel(caller_of(ctx), _headers(ctx), params)
+        return await self._task_methods(params).cancel(caller_of(ctx), _headers(ctx), params)
 
     async def _listen(self, ctx: RequestContext, params: SubscriptionsListenRequestParams) -> JSONObject:
         """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) whenever the
@@ -297,7 +306,8 @@ class VidforgeServer:
             for rec in await self.service.watch(caller.principal, list(records), versions, wait_s):
                 records[rec.task_id] = rec
                 versions[rec.task_id] = rec.version
-                task = views.detailed_task(rec, caller, self.settings.result_retention_s, review_url(rec))
+                watch_url = self.service.watch_url(rec)
+                task = views.detailed_task(rec, caller, self.settings.result_retention_s, review_url(rec), watch_url)
                 shown = (rec.status.value, str(task["statusMessage"]))
                 if shown != last_sent[rec.task_id]:
                     last_sent[rec.task_id] = shown

@@ -1,4 +1,4 @@
-"""`tools/call` for the five vidforge tools (contract §2 and §4).
+"""`tools/call` for the six vidforge tools (contract §2 and §4, and `vidforge_import_asset`: mcp_protocol.imports).
 
 Every failure below the argument check is a tool error ([6.validation-as-tool-error]); only an unknown
 tool name is a JSON-RPC error (`-32602`, core `server/tools.mdx`).
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from typing import cast
 
+import anyio
 from pydantic import BaseModel, ConfigDict
 
 from mcp_protocol import errors, views
@@ -18,12 +20,14 @@ from mcp_protocol.catalog import (
     APPROVE_TOOL,
     CANCEL_TOOL,
     CAPABILITIES_TOOL,
+    IMPORT_TOOL,
     RENDER_TOOL,
     STATUS_TOOL,
     capability_summary,
 )
 from mcp_protocol.domain import AnswerResult, RenderRequest, TaskRecord, TaskStatus
 from mcp_protocol.envelope import VidforgeError, repair, tool_error_result
+from mcp_protocol.imports import AssetImports, ImportRequest, import_task_created
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService
 from mcp_protocol.results import end_result
@@ -61,15 +65,17 @@ def _follow_up(render_id: str) -> JSONObject:
 class ToolCalls:
     """Dispatches a validated `tools/call` to the service and shapes the result."""
 
-    def __init__(self, service: RenderService, settings: WireSettings) -> None:
+    def __init__(self, service: RenderService, settings: WireSettings, imports: AssetImports) -> None:
         self._service = service
         self._settings = settings
+        self._imports = imports
         self._handlers: dict[str, Callable[[Caller, JSONObject], Awaitable[JSONObject]]] = {
             RENDER_TOOL: self._render,
             STATUS_TOOL: self._status,
             APPROVE_TOOL: self._approve,
             CANCEL_TOOL: self._cancel,
             CAPABILITIES_TOOL: self._capabilities,
+            IMPORT_TOOL: self._import,
         }
 
     def known(self, name: str) -> bool:
@@ -106,7 +112,7 @@ class ToolCalls:
             return views.accepted_result(rec, retention_s)
         # An idempotent replay of a finished render, without tasks: answer what the render ended with.
         if rec.status is TaskStatus.COMPLETED:
-            return end_result(rec, retention_s)
+            return end_result(rec, retention_s, self._service.watch_url(rec))
         raise errors.render_cancelled(request, self._settings.idempotency_ttl_s)
 
     async def _get(self, caller: Caller, render_id: str) -> TaskRecord:
@@ -117,7 +123,8 @@ class ToolCalls:
 
     async def _status(self, caller: Caller, args: JSONObject) -> JSONObject:
         rec = await self._get(caller, RenderTarget.model_validate(args).render_id)
-        return _ok(views.render_status(rec, self._settings.result_retention_s, self._service.review_url(rec)))
+        service, retention_s = self._service, self._settings.result_retention_s
+        return _ok(views.render_status(rec, retention_s, service.review_url(rec), service.watch_url(rec)))
 
     async def _approve(self, caller: Caller, args: JSONObject) -> JSONObject:
         decision = ApprovalDecision.model_validate(args)
@@ -155,3 +162,27 @@ class ToolCalls:
 
     async def _capabilities(self, caller: Caller, args: JSONObject) -> JSONObject:
         return _ok(capability_summary(self._settings))
+
+    async def _import(self, caller: Caller, args: JSONObject) -> JSONObject:
+        """A task when the request declares the extension; otherwise the bounded wait (mcp_protocol.imports)."""
+        request = ImportRequest.model_validate(args)
+        job = await self._imports.start(caller.principal, request.url)
+        if caller.tasks:
+            return import_task_created(job)
+        try:
+            ended = await self._imports.wait(caller.principal, job.task_id)
+        except BaseException:
+            # This call is the import's only handle: if it goes away, so does the import (nobody would learn the
+            # asset's URI), with nothing of it kept.
+            with anyio.CancelScope(shield=True):
+                await self._imports.cancel(caller.principal, job.task_id)
+            raise
+        if ended is None or ended.result is None:  # its keeper restarted and lost it
+            raise errors.internal_error(
+                "The import was interrupted before it ended; nothing of it was kept.",
+                "url",
+                "The import's keeper restarted during the import.",
+                2000,
+                repair("retry_import", IMPORT_TOOL, args),
+            )
+        return cast(JSONObject, ended.result)

@@ -23,6 +23,9 @@ class WireSettings(Protocol):
     def approval_timeout_s(self) -> float: ...
 
     @property
+    def import_timeout_s(self) -> float: ...
+
+    @property
     def max_listen_task_ids(self) -> int: ...
 
     @property

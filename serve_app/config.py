@@ -98,6 +98,13 @@ class Config(BaseSettings):
     max_listen_streams: int = 8  # open subscriptions/listen streams per principal
     max_uploads: int = 2  # POST /assets in progress per principal
     max_downloads: int = 4  # GET /artifacts in progress per principal
+    # Imports by URL (vidforge_import_asset, serve_app/importing/): hosts and CIDRs allowed past the address guard
+    # (comma-separated; a listed host may also be fetched over plain http), the redirects one import follows, the
+    # time its transfer may take, and the imports one principal may have in progress at once.
+    import_allow_hosts: str = ""
+    import_max_redirects: int = Field(default=5, ge=0)
+    import_timeout_s: float = Field(default=300.0, gt=0)
+    max_imports: int = Field(default=2, gt=0)
     max_list_items: int = Field(default=100, gt=0)  # most items one page of GET /assets or GET /renders holds
     max_listen_task_ids: int = 100  # taskIds in one subscriptions/listen
     listen_idle_s: float = 300.0  # a listen stream that has sent nothing for this long ends
@@ -106,7 +113,7 @@ class Config(BaseSettings):
     record_mirror_size: int = Field(default=10_000, ge=0)
     # How long a replica waits for the TaskRegistry to answer a read (tasks/get, the status tool) before it answers
     # the contract's temporary error instead (a registry hung, or its node lost: Ray would wait for good).
-    registry_timeout_s: float = Field(default=10.0, gt=0)
+    registry_timeout_s: float = Field(default=30.0, gt=0)  # past a registry restart on a loaded node
     # `vidforge serve --ray-address`: how long the joined cluster's GCS may refuse connections before vidforge serve
     # exits 3 (serve_app/launch/ray_watch.py); a GCS with fault tolerance restarts within it.
     gcs_grace_s: float = Field(default=30.0, gt=0)
@@ -120,6 +127,14 @@ class Config(BaseSettings):
     # Room for a note at its bound (2000 characters, mcp_protocol.text_limits) in 4-byte characters, which a browser
     # sends percent-encoded as 12 bytes each, beside the capability and the decision.
     review_form_max_bytes: int = Field(default=32_768, gt=0)
+    # Direct transfers with a bucket (VIDFORGE_STORAGE_URL; serve_app/ingress/http_files.py): a download (GET /artifacts,
+    # the watch page's video) is answered with a redirect to a presigned URL of the object that works for
+    # presigned_url_ttl_s, and an upload may go to the bucket in parts (POST /assets/uploads) whose presigned URLs work
+    # for direct_upload_ttl_s; off: every byte goes through the ingress, as with media on the data dir. S3 signs URLs
+    # for at most 7 days.
+    direct_transfers: bool = True
+    presigned_url_ttl_s: int = Field(default=300, gt=0, le=604_800)
+    direct_upload_ttl_s: int = Field(default=21_600, gt=0, le=604_800)
     # Observability (serve_app/observability/, docs/operating.md). vidforge's metrics (`vidforge_*`) are
     # served by one endpoint on the head, http://METRICS_HOST:METRICS_PORT/metrics (None: the API's host; a free port,
     # printed at start); off: vidforge records none.

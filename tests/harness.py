@@ -37,6 +37,7 @@ TOOL_NAMES = [
     "vidforge_approve_watermark",
     "vidforge_cancel_render",
     "vidforge_get_capabilities",
+    "vidforge_import_asset",
 ]
 
 _CORE = json.loads((SCHEMAS / "mcp-2026-07-28.schema.json").read_text())

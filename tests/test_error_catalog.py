@@ -9,16 +9,12 @@ import ast
 import inspect
 from pathlib import Path
 
-import pytest
-
 from mcp_protocol import errors
 from mcp_protocol.catalog import capability_summary
 from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import TEMPORARY, ErrorCode
 from serve_app.config import Config
 from tests.harness import REPO
-
-pytestmark = pytest.mark.fast
 
 PACKAGES = ("mcp_protocol", "serve_app", "actors", "render_kernels")
 CATALOG_MODULE = REPO / "mcp_protocol" / "errors.py"

@@ -1,6 +1,7 @@
 """Issue 7: `examples/render_with_sdk.py`, run as a user runs it (a subprocess, flags, the server and token from the
 environment) against a live `vidforge serve` with a tokens file; the downloaded video is checked with PyAV, and the
-task it ran is checked on the wire."""
+task it ran is checked on the wire. Issue 35: `examples/import_and_render.py`, the same way, from links the session's
+HTTPS media origin serves, with the person's approval given on the review page it prints."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ import pty
 import re
 import subprocess
 import sys
+import threading
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
-from tests.harness import RENDER_DEADLINE_S, REPO, Wire, free_port, upload
+from tests.harness import RENDER_DEADLINE_S, REPO, Wire, free_port, upload, wait_until
+from tests.https_origin import Answer
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -104,4 +110,69 @@ def test_render_with_sdk_example_server_not_running(tmp_path):
     assert refused.returncode != 0
     assert refused.stderr.strip() == (
         f"vidforge: cannot reach {url}: is `vidforge serve` running? (start it with `make serve`, or pass --server)"
+    )
+
+
+# -- examples/import_and_render.py: from a link to a finished video over MCP alone (issue 35) ---------------------
+
+IMPORT_EXAMPLE = "examples/import_and_render.py"
+
+
+def approve_on_the_review_page(url: str) -> None:
+    """What the person does with the printed link: the review page's form, submitted in their browser."""
+    cap = parse_qs(urlsplit(url).query)["cap"][0]
+    decided = httpx.post(url.split("?")[0], data={"cap": cap, "decision": "approve"}, timeout=60)
+    assert decided.status_code == 303, decided.text
+
+
+def test_import_and_render_example_over_mcp_alone(server, media_origin, tmp_path):
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=2.0, width=320, height=180, audio=True)
+    logo = make_watermark_png(str(tmp_path / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255))
+    media_origin.answers["/example/clip.mp4"] = Answer(body=Path(clip).read_bytes())
+    media_origin.answers["/example/logo.png"] = Answer(body=Path(logo).read_bytes())
+    link, logo_link = media_origin.url("/example/clip.mp4"), media_origin.url("/example/logo.png")
+    env = {**os.environ, "VIDFORGE_URL": server.url, "VIDFORGE_TOKEN": TOKEN}
+    example = subprocess.Popen(
+        [sys.executable, IMPORT_EXAMPLE, link, "--watermark", logo_link],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    progress: list[str] = []
+    reader = threading.Thread(target=lambda: progress.extend(example.stderr), daemon=True)
+    reader.start()
+    try:
+
+        def review_link() -> str | None:
+            asked = [line for line in list(progress) if line.startswith("Review the watermark")]
+            assert example.poll() is None or asked, "".join(progress)
+            return asked[0].rsplit(": ", 1)[1].strip() if asked else None
+
+        approve_on_the_review_page(wait_until(review_link, RENDER_DEADLINE_S, message="the review link"))
+        printed = example.stdout.read()
+        assert example.wait(timeout=RENDER_DEADLINE_S) == 0, printed + "".join(progress)
+    finally:
+        example.kill()
+        reader.join(timeout=10)
+    log = "".join(progress)
+    imports = re.findall(r"task (import_\w+): completed", log)
+    assert len(set(imports)) == 2, log  # the video's link and the watermark's, each a task of its own
+    (render_id,) = set(re.findall(r"task (task_\w+): ", log))
+    assert f"vidforge://videos/{render_id}/final.mp4" in printed, printed
+    wire = Wire(server.url, token=TOKEN, tasks=True)
+    task = wire.task("tasks/get", render_id)["result"]
+    wire.close()
+    assert task["status"] == "completed" and task["result"]["structuredContent"]["watermark_applied"] is True
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    video = tmp_path / "final.mp4"
+    download = httpx.get(f"{server.base}/artifacts/{render_id}/final.mp4", headers=headers, timeout=60)
+    video.write_bytes(download.raise_for_status().content)
+    decoded = decode_all(str(video), keep="none")
+    assert (decoded.width, decoded.height, decoded.frame_count) == (
+        1280,
+        720,
+        decode_all(clip, keep="none").frame_count,
     )

@@ -3,18 +3,21 @@ that omit `Mcp-Name` — against a real `vidforge serve` (Ray + Serve).
 
 Clients nobody here wrote run as subprocesses in their own pinned environments (`make clients`): the
 official Python SDK 1.x (2025-11-25 by default, 2025-06-18 pinned) on the contract §4 fallback path, and
-FastMCP + fastmcp-tasks on the native task path. Raw httpx pins the legacy transport rules themselves.
+FastMCP + fastmcp-tasks on the native task path. Raw httpx pins the legacy transport rules themselves. Each client
+also imports its source from a link (issue 35: `vidforge_import_asset`, on its own path) and renders it.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.harness import PROTOCOL, REPO, TERMINAL, Wire, meta, poll_task, upload, validate
+from tests.https_origin import Answer
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -193,7 +196,7 @@ def test_2026_body_on_the_2025_route_is_a_header_mismatch(server):
 def test_headerless_request_without_2026_envelope_is_a_2025_request(server):
     """2025-06-18 streamable-http: no `MCP-Protocol-Version` and no other way to tell → assume 2025-03-26."""
     tools = legacy_result(legacy_post(server, request("tools/list"), version=None))
-    assert len(tools["tools"]) == 5
+    assert len(tools["tools"]) == 6
 
 
 @pytest.mark.parametrize(
@@ -327,3 +330,41 @@ def test_fastmcp_tasks_client_drives_the_native_task(server, assets, decision):
         assert report["is_error"] is True
         assert report["structured_content"]["code"] == "watermark_rejected"
         assert "top left" in report["structured_content"]["details"]["reason"]
+
+
+# --- importing by URL (issue 35): the same clients, with the source given as a link -------------------------
+
+
+@pytest.fixture(scope="module")
+def import_url(media_origin, media) -> str:
+    """The module's clip, served over HTTPS by the session's media origin (tests/conftest.py)."""
+    media_origin.answers["/legacy-clients/clip.mp4"] = Answer(body=Path(media["clip"]).read_bytes())
+    return media_origin.url("/legacy-clients/clip.mp4")
+
+
+def check_imported(imported: dict, uploaded: str) -> None:
+    assert imported["status"] == "completed" and imported["kind"] == "video", imported
+    assert imported["asset_uri"].startswith("vidforge://assets/") and imported["asset_uri"] != uploaded
+    assert (imported["width"], imported["height"], imported["filename"]) == (320, 180, "clip.mp4")
+    assert imported["follow_up"]["tool"] == "vidforge_render_video"
+
+
+def test_mcp1_client_imports_a_url_and_renders_it(server, assets, import_url, tmp_path):
+    """Without tasks, the import call answers once the import has ended; its asset renders on the fallback path."""
+    video = tmp_path / "final.mp4"
+    report = run_render_client("mcp1", server, assets, "approve", str(video), "--import-url", import_url)
+    check_imported(report["imported"], assets[("tok-mcp1", "clip")])
+    assert [p["method"] for p in report["wire"]].count("tools/call") >= 3  # import, render, status polls, approve
+    final = report["final"]
+    assert final["state"] == "succeeded" and final["watermark_applied"] is True
+    decoded = decode_all(str(video), keep="none")
+    assert (decoded.width, decoded.height, decoded.frame_count) == (1280, 720, 60)
+
+
+def test_fastmcp_tasks_client_imports_a_url_as_a_task_and_renders_it(server, assets, import_url):
+    report = run_render_client("fastmcp-tasks", server, assets, "approve", "--import-url", import_url)
+    created = report["import_created"]
+    assert created["resultType"] == "task" and created["taskId"].startswith("import_")
+    check_imported(report["imported"], assets[("tok-fastmcp", "clip")])
+    assert report["is_error"] is False and report["structured_content"]["status"] == "completed"
+    assert report["final"]["status"] == "completed"

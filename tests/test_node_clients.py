@@ -2,7 +2,8 @@
 
 - The official TypeScript SDK v2 client (`tests/clients/node/render.mjs`) lists tools and takes a watermarked
   render to `succeeded`, once with its default settings (2025 `initialize` handshake) and once with
-  `versionNegotiation: {mode: "auto"}` (`server/discover`, the 2026-07-28 era).
+  `versionNegotiation: {mode: "auto"}` (`server/discover`, the 2026-07-28 era); in both, it also imports a source
+  from a link (`vidforge_import_asset`, issue 35) and renders that.
 - The official conformance suite runs every server scenario (`--suite all`) at 2026-07-28 and at 2025-11-25,
   judged by its own `--expected-failures` mechanism against a per-revision baseline of checks that cannot
   apply to vidforge. On top of the suite's verdict (unexpected failure or stale entry → nonzero exit), a
@@ -23,6 +24,7 @@ import pytest
 import yaml
 
 from tests.harness import REPO, upload
+from tests.https_origin import Answer
 from tests.media import decode_all, make_clip, make_watermark_png
 
 NODE_DIR = REPO / "tests" / "clients" / "node"
@@ -79,6 +81,26 @@ def test_typescript_sdk_client_renders(server, assets, mode, era, version, tmp_p
     video.write_bytes(response.content)
     decoded = decode_all(str(video), keep="none")
     assert (decoded.width, decoded.height, decoded.frame_count) == (1280, 720, assets["frames"])
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["default-settings", "auto-negotiation"])
+def test_typescript_sdk_client_imports_a_url_and_renders_it(server, assets, media_origin, mode, tmp_path):
+    clip = make_clip(str(tmp_path / "linked.mp4"), seconds=1.0, width=480, height=270)
+    media_origin.answers[f"/node-{mode}/linked.mp4"] = Answer(body=Path(clip).read_bytes())
+    link = media_origin.url(f"/node-{mode}/linked.mp4")
+    proc = node("render.mjs", server.url, mode, assets["source"], assets["logo"], link, timeout=CLIENT_DEADLINE_S)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    imported = run["imported"]
+    assert imported["status"] == "completed" and imported["asset_uri"] != assets["source"]
+    assert (imported["kind"], imported["width"], imported["height"]) == ("video", 480, 270)
+    render_id = run["accepted"]["render_id"]
+    assert run["final"]["state"] == "succeeded" and run["approval"]["render_id"] == render_id
+    response = httpx.get(f"{server.base}/artifacts/{render_id}/final.mp4", timeout=60).raise_for_status()
+    video = tmp_path / "final.mp4"
+    video.write_bytes(response.content)
+    decoded, source = decode_all(str(video), keep="none"), decode_all(clip, keep="none")
+    assert (decoded.width, decoded.height, decoded.frame_count) == (1280, 720, source.frame_count)
 
 
 def scenario_checks(results: Path) -> dict[str, list[dict]]:

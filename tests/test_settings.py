@@ -11,8 +11,6 @@ from mcp_protocol.catalog import capability_summary, resource_templates, tool_de
 from serve_app.config import Config
 from tests.harness import REPO
 
-pytestmark = pytest.mark.fast
-
 # Every variable docs/operating.md and the architecture page document, with the field it sets, its default and a value.
 DOCUMENTED = {
     "VIDFORGE_DATA_DIR": ("data_dir", ".vidforge", "/srv/vidforge"),
@@ -65,12 +63,16 @@ DOCUMENTED = {
     "VIDFORGE_MAX_LISTEN_STREAMS": ("max_listen_streams", 8, 1),
     "VIDFORGE_MAX_UPLOADS": ("max_uploads", 2, 1),
     "VIDFORGE_MAX_DOWNLOADS": ("max_downloads", 4, 1),
+    "VIDFORGE_IMPORT_ALLOW_HOSTS": ("import_allow_hosts", "", "media.internal,10.8.0.0/16"),
+    "VIDFORGE_IMPORT_MAX_REDIRECTS": ("import_max_redirects", 5, 2),
+    "VIDFORGE_IMPORT_TIMEOUT_S": ("import_timeout_s", 300.0, 30.0),
+    "VIDFORGE_MAX_IMPORTS": ("max_imports", 2, 1),
     "VIDFORGE_MAX_LIST_ITEMS": ("max_list_items", 100, 5),
     "VIDFORGE_MAX_LISTEN_TASK_IDS": ("max_listen_task_ids", 100, 3),
     "VIDFORGE_LISTEN_IDLE_S": ("listen_idle_s", 300.0, 2.0),
     "VIDFORGE_LEASE_TTL_S": ("lease_ttl_s", 30.0, 3.0),
     "VIDFORGE_RECORD_MIRROR_SIZE": ("record_mirror_size", 10_000, 0),
-    "VIDFORGE_REGISTRY_TIMEOUT_S": ("registry_timeout_s", 10.0, 2.5),
+    "VIDFORGE_REGISTRY_TIMEOUT_S": ("registry_timeout_s", 30.0, 2.5),
     "VIDFORGE_GCS_GRACE_S": ("gcs_grace_s", 30.0, 5.0),
     "VIDFORGE_ALLOWED_ORIGINS": ("allowed_origins", "", "https://a.example"),
     "VIDFORGE_ALLOWED_HOSTS": ("allowed_hosts", "", "vf.internal"),
@@ -78,6 +80,9 @@ DOCUMENTED = {
     "VIDFORGE_REVIEW_KEY": ("review_key", None, "k" * 32),
     "VIDFORGE_REVIEW_LINK_TTL_S": ("review_link_ttl_s", 86_400.0, 3600.0),
     "VIDFORGE_REVIEW_FORM_MAX_BYTES": ("review_form_max_bytes", 32_768, 4096),
+    "VIDFORGE_DIRECT_TRANSFERS": ("direct_transfers", True, False),
+    "VIDFORGE_PRESIGNED_URL_TTL_S": ("presigned_url_ttl_s", 300, 60),
+    "VIDFORGE_DIRECT_UPLOAD_TTL_S": ("direct_upload_ttl_s", 21_600, 3600),
     "VIDFORGE_METRICS": ("metrics", True, False),
     "VIDFORGE_METRICS_HOST": ("metrics_host", None, "10.0.0.5"),
     "VIDFORGE_METRICS_PORT": ("metrics_port", None, 9464),

@@ -1,15 +1,16 @@
-"""The Starlette application each ingress replica serves (serve_app/ingress/front.py): `/mcp`, `/assets`, `/artifacts`,
-`/healthz`, `/readyz`, the caller's own assets and renders (`GET /assets`, `GET /renders`: serve_app/ingress/listings.py),
-the watermark review page under `/review`, and in OAuth mode the RFC 9728 metadata under
-`/.well-known/oauth-protected-resource`.
+"""The Starlette application each ingress replica serves (serve_app/ingress/front.py): `/mcp`, `/assets` (and direct
+uploads to a bucket under `/assets/uploads`: serve_app/ingress/direct_uploads.py), `/artifacts`, `/healthz`,
+`/readyz`, the caller's own assets and renders (`GET /assets`, `GET /renders`: serve_app/ingress/listings.py), the
+watermark review page under `/review`, the finished video's watch page under `/watch`, and in OAuth mode the RFC 9728
+metadata under `/.well-known/oauth-protected-resource`.
 
 Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickled), from a
 `RenderService` and the operator `Config`. The metadata routes sit outside the authenticated mount: a
 client reads them precisely because it has no token yet (MCP authorization: resource metadata discovery). So do
-the review routes: a person opens them in a browser that holds no bearer token, and the signed capability in the
-link is their credential (serve_app/ingress/review/). And `/readyz`, which an orchestrator's probe asks without a
-token (serve_app/ingress/readiness.py), and `/`, the page that says what this server is
-(serve_app/ingress/home_page.py).
+the review and watch routes: a person opens them in a browser that holds no bearer token, and the signed capability
+in the link is their credential (serve_app/ingress/review/, serve_app/ingress/watch/). And `/readyz`, which an
+orchestrator's probe asks without a token (serve_app/ingress/readiness.py), and `/`, the page that says what this
+server is (serve_app/ingress/home_page.py).
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ from starlette.routing import Mount, Route
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.server import VidforgeServer
 from serve_app.config import Config
+from serve_app.importing.desk import open_import_desk
+from serve_app.importing.service import DeskImports
 from serve_app.ingress.admission import Admission, AdmissionGuard
 from serve_app.ingress.auth import bearer_backend
 from serve_app.ingress.callers import Callers
 from serve_app.ingress.deadlines import BodyDeadline
+from serve_app.ingress.direct_uploads import UPLOADS_PATH
 from serve_app.ingress.home_page import home_routes
 from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
-from serve_app.ingress.http_files import ArtifactDownload, AssetUpload
+from serve_app.ingress.http_files import ArtifactDownload, AssetUpload, DirectUploadComplete, DirectUploadOpen
 from serve_app.ingress.listings import listing_routes
 from serve_app.ingress.oauth import protected_resource_routes
 from serve_app.ingress.origin import OriginGuard, OriginPolicy
@@ -43,6 +47,7 @@ from serve_app.ingress.readiness import Readiness
 from serve_app.ingress.request_context import RequestContext
 from serve_app.ingress.request_slots import RequestSlots
 from serve_app.ingress.review.routes import review_routes
+from serve_app.ingress.watch.routes import watch_routes
 from serve_app.observability.catalog import REFUSALS
 
 if TYPE_CHECKING:
@@ -59,7 +64,7 @@ def build_app(
     service: RayRenderService, config: Config, tokens: dict[str, str] | None, admission: Admission
 ) -> Starlette:
     """The replica's app: `/mcp` on `service` (the MCP server), the file routes, and their guards."""
-    mcp = VidforgeServer(service, config)
+    mcp = VidforgeServer(service, config, DeskImports(config, open_import_desk(config)))  # imports by URL
     manager = StreamableHTTPSessionManager(app=mcp.server, json_response=True, stateless=True)
 
     @contextlib.asynccontextmanager
@@ -70,12 +75,14 @@ def build_app(
     protected = [
         Route("/mcp", McpEndpoint(manager, config.max_mcp_body_bytes, lambda: REFUSALS.inc(limit="body_size"))),
         Route("/assets", AssetUpload(service), methods=["POST"]),
+        Route(UPLOADS_PATH, DirectUploadOpen(service), methods=["POST"]),
+        Route(UPLOADS_PATH + "/{upload_id}/complete", DirectUploadComplete(service), methods=["POST"]),
         Route("/artifacts/{render_id}/final.{ext}", ArtifactDownload(service), methods=["GET", "HEAD"]),
         Route("/healthz", healthz, methods=["GET"]),
         *listing_routes(service, config),
     ]
     # After authentication (both need the principal): the log context and request timing, then admission (per principal).
-    callers = Callers(bearer_backend(config, tokens), config.review_key)
+    callers = Callers(bearer_backend(config, tokens), config)
     guards = [
         callers.authentication(),  # the credential as the door checked it (serve_app/ingress/callers.py)
         Middleware(RequestContext),
@@ -87,6 +94,7 @@ def build_app(
             *protected_resource_routes(config),
             *home_routes(config),
             *review_routes(config, service),
+            *watch_routes(config, service),
             Route("/readyz", Readiness(service.registry, service.assets.media), methods=["GET"]),
             authenticated,
         ],

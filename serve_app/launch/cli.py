@@ -9,14 +9,17 @@ import sys
 import threading
 from importlib.metadata import version
 
-from media_store.private_files import make_private_dirs
 from serve_app.client.commands import register_client_commands
-from serve_app.config import Config
-from serve_app.ingress.auth import LOCAL_PRINCIPAL
-from serve_app.observability.process import observe_process
+
+# The server's modules (settings, Ray, PyAV) are imported by the commands that run them, so the client's commands,
+# `--help` and `--version` answer without the seconds those imports take.
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from media_store.private_files import make_private_dirs
+    from serve_app.config import Config
+    from serve_app.observability.process import observe_process
+
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
     observe_process(config)
     from serve_app.launch.port_check import PortUnavailable, check_port
@@ -93,6 +96,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _assets_add(args: argparse.Namespace) -> int:
     from media_store import StorageUrlError
     from render_kernels import UnsupportedMedia
+    from serve_app.config import Config
+    from serve_app.ingress.auth import LOCAL_PRINCIPAL
     from serve_app.media.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
     from serve_app.media.media_limits import refusal_reason
 
@@ -103,7 +108,7 @@ def _assets_add(args: argparse.Namespace) -> int:
         print(f"vidforge: {exc}", file=sys.stderr)
         return 2
     try:
-        asset = store.add_file(args.path, args.principal)
+        asset = store.add_file(args.path, args.principal or LOCAL_PRINCIPAL)
     except FileNotFoundError:
         print(f"vidforge: no such file: {args.path}", file=sys.stderr)
         return 2
@@ -134,7 +139,7 @@ def parser() -> argparse.ArgumentParser:
     add = assets.add_parser("add", help="probe and store a video or image; prints its vidforge://assets/<id> URI")
     add.add_argument("path")
     add.add_argument("--data-dir", default=None)
-    add.add_argument("--principal", default=LOCAL_PRINCIPAL, help="owner of the asset (a principal of the tokens file)")
+    add.add_argument("--principal", help="owner of the asset (a principal of the tokens file; default: the local one)")
     add.set_defaults(func=_assets_add)
     register_client_commands(sub, assets)  # render, assets list, renders list|get: serve_app/client
     return root

@@ -1,17 +1,19 @@
 // One watermarked render through the official TypeScript SDK v2 client (@modelcontextprotocol/client).
 //
-// Usage: node render.mjs <mcp-url> <legacy|auto> <source-asset-uri> <watermark-asset-uri>
+// Usage: node render.mjs <mcp-url> <legacy|auto> <source-asset-uri> <watermark-asset-uri> [<import-url>]
 // `legacy` leaves `versionNegotiation` unset, so the client runs with its defaults (the 2025 `initialize`
 // handshake); `auto` probes with `server/discover` first. The client declares no tasks extension, so vidforge
 // answers `status: "accepted"` and the script drives the documented fallback tools: poll
 // vidforge_get_render_status, approve the watermark with vidforge_approve_watermark, poll to a terminal state.
+// With an import URL, vidforge_import_asset runs first (without tasks it answers once the import has ended), and the
+// asset it made is the render's source instead of <source-asset-uri>.
 // Prints one JSON line describing what happened; tests/test_typescript_client.py asserts on it.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
 const DEADLINE_MS = 300_000;
-const [url, mode, sourceUri, logoUri] = process.argv.slice(2);
+const [url, mode, sourceUri, logoUri, importUrl] = process.argv.slice(2);
 if (!['legacy', 'auto'].includes(mode) || !logoUri) {
-    console.error('usage: node render.mjs <mcp-url> <legacy|auto> <source-asset-uri> <watermark-asset-uri>');
+    console.error('usage: node render.mjs <mcp-url> <legacy|auto> <source-asset-uri> <watermark-asset-uri> [<import-url>]');
     process.exit(2);
 }
 
@@ -41,8 +43,9 @@ async function pollStatus(renderId, done) {
 }
 
 const { tools } = await client.listTools();
+const imported = importUrl ? await call('vidforge_import_asset', { url: importUrl }) : undefined;
 const accepted = await call('vidforge_render_video', {
-    source_asset_uri: sourceUri,
+    source_asset_uri: imported?.asset_uri ?? sourceUri,
     output_format: 'mp4',
     resolution: '720p',
     watermark: { image_asset_uri: logoUri, position: 'bottom_right', opacity: 0.6 }
@@ -58,6 +61,7 @@ console.log(
         protocolVersion: client.getNegotiatedProtocolVersion(),
         serverName: client.getServerVersion()?.name,
         tools: tools.map(tool => tool.name),
+        imported,
         accepted,
         approval,
         states: [...waiting.seen, ...done.seen],

@@ -3,9 +3,10 @@
 Runs inside `.clients/fastmcp-tasks` (tests/clients/python/fastmcp-tasks.txt), started by
 tests/test_legacy_clients.py:
 
-    python fastmcp_tasks_render.py URL TOKEN SOURCE_URI LOGO_URI {approve|reject}
+    python fastmcp_tasks_render.py URL TOKEN SOURCE_URI LOGO_URI {approve|reject} [--import-url LINK]
 
-`call_tool_task` creates the task; `ToolTask.result()` polls `tasks/get`, answers the watermark elicitation
+With --import-url, `vidforge_import_asset` runs first, as a task too, and its asset is the render's source instead of
+SOURCE_URI. `call_tool_task` creates the task; `ToolTask.result()` polls `tasks/get`, answers the watermark elicitation
 through `elicitation_handler` with `tasks/update`, and polls on to the terminal task. The SDK declares both
 elicitation modes, so vidforge asks in URL mode: the handler does what the person would, opening the review page and
 deciding there (approve, or reject with a note), then answers `accept` (the person went to the page). A form
@@ -77,6 +78,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "watermark": {"image_asset_uri": args.logo, "position": "bottom_right", "opacity": 0.6},
     }
     async with Client(transport, elicitation_handler=answer_watermark) as client:
+        if args.import_url:
+            imported = await fastmcp_tasks.call_tool_task(client, "vidforge_import_asset", {"url": args.import_url})
+            report["import_created"] = imported.create_result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            result = await asyncio.wait_for(imported.result(), RESULT_TIMEOUT_S)
+            report["imported"] = result.structured_content
+            render_args["source_asset_uri"] = result.structured_content["asset_uri"]
         task = await fastmcp_tasks.call_tool_task(client, "vidforge_render_video", render_args, raise_on_error=False)
         report["created"] = task.create_result.model_dump(mode="json", by_alias=True, exclude_none=True)
         result = await asyncio.wait_for(task.result(), RESULT_TIMEOUT_S)
@@ -104,6 +111,7 @@ def main() -> None:
     parser.add_argument("source")
     parser.add_argument("logo")
     parser.add_argument("decision", choices=["approve", "reject"])
+    parser.add_argument("--import-url", help="import this link first and render the asset it becomes")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), default=str))
 

@@ -3,8 +3,11 @@
 Runs inside `.clients/mcp1` (tests/clients/python/mcp1.txt), started by tests/test_legacy_clients.py:
 
     python mcp1_render.py URL TOKEN SOURCE_URI LOGO_URI {approve|cancel} VIDEO_OUT [--protocol-version V]
+        [--import-url LINK]
 
-initialize → tools/list → read vidforge://capabilities → vidforge_render_video (`status: "accepted"`) →
+initialize → tools/list → read vidforge://capabilities → (with --import-url: vidforge_import_asset, whose asset is
+the source instead of SOURCE_URI: without tasks the call answers once the import has ended) → vidforge_render_video
+(`status: "accepted"`) →
 poll vidforge_get_render_status to the watermark approval → vidforge_approve_watermark (or
 vidforge_cancel_render) → poll to the terminal state → read the video resource into VIDEO_OUT.
 Prints one JSON report on stdout for the test to judge; the client code is the SDK's, unchanged.
@@ -94,8 +97,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             read_caps = await session.read_resource("vidforge://capabilities")
             report["capabilities"] = json.loads(read_caps.contents[0].text)
 
+            source = args.source
+            if args.import_url:
+                report["imported"] = await call(session, "vidforge_import_asset", {"url": args.import_url})
+                source = report["imported"]["asset_uri"]
             render_args = {
-                "source_asset_uri": args.source,
+                "source_asset_uri": source,
                 "output_format": "mp4",
                 "resolution": "720p",
                 "watermark": {"image_asset_uri": args.logo, "position": "bottom_right", "opacity": 0.6},
@@ -129,6 +136,7 @@ def main() -> None:
     parser.add_argument("action", choices=["approve", "cancel"])
     parser.add_argument("video_out")
     parser.add_argument("--protocol-version", help="offer this revision in initialize instead of the SDK's latest")
+    parser.add_argument("--import-url", help="import this link first and render the asset it becomes")
     args = parser.parse_args()
     if args.protocol_version:
         pin_protocol_version(args.protocol_version)

@@ -61,7 +61,7 @@ test: $(TEST_STAMP) clients
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not ray"
 
-# Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on mcp_protocol/ and render_kernels/).
+# Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on mcp_protocol/, render_kernels/, actors/ and media_store/).
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

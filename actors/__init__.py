@@ -1,7 +1,9 @@
-"""vidforge actors: the TaskRegistry (sole owner of task state) and its durable store."""
+"""vidforge actors: the TaskRegistry (sole owner of task state), its durable store, and the typed clients of the
+registry and the render supervisor actors."""
 
+from actors.client import RegistryApi, SupervisorApi, open_registry
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
-from actors.handle import REGISTRY_NAME, get_or_create_registry
+from actors.handle import REGISTRY_NAME
 from actors.store import TaskStore
 from actors.task_registry import TaskRegistry
 
@@ -9,9 +11,11 @@ __all__ = [
     "REGISTRY_NAME",
     "InvalidTransition",
     "QuotaExceeded",
+    "RegistryApi",
     "RegistryError",
+    "SupervisorApi",
     "TaskNotFound",
     "TaskRegistry",
     "TaskStore",
-    "get_or_create_registry",
+    "open_registry",
 ]

@@ -25,7 +25,8 @@ class RenderService(Protocol):
     async def get_render(self, principal: str, render_id: str, *, fresh: bool = False) -> TaskRecord | None:
         """The record, or None when unknown or another principal's (answered identically). A read may lag a change
         made through another replica by milliseconds; `fresh` asks the owner of task state itself, for a decision
-        a write depends on."""
+        a write depends on. Raises `VidforgeError` (internal_error, temporary) when the task state does not answer
+        in time."""
         ...
 
     async def answer_approval(
@@ -56,4 +57,15 @@ class RenderService(Protocol):
 
     async def read_preview(self, principal: str, render_id: str) -> bytes:
         """The watermark preview PNG; raises VidforgeError when there is none for this principal."""
+        ...
+
+    def watch_url(self, rec: TaskRecord) -> str | None:
+        """The absolute link of the page where a person watches `rec`'s finished video in a browser, for as long as
+        the result is kept; None for a render without a video, or when the server mints none. Minted outside this
+        room (serve_app's watch page), like `review_url`."""
+        ...
+
+    async def read_poster(self, principal: str, render_id: str) -> bytes:
+        """The finished video's poster JPEG; raises VidforgeError (resource_not_found) when there is none for this
+        principal."""
         ...

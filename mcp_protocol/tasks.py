@@ -136,7 +136,8 @@ class TaskMethods:
     async def get(self, caller: Caller, headers: Mapping[str, str] | None, params: TaskParams) -> JSONObject:
         """`tasks/get` → the DetailedTask with `resultType: "complete"`, terminal payloads inline."""
         rec = await self._record(caller, headers, params.task_id)
-        return views.detailed_task(rec, caller, self._settings.result_retention_s, self._service.review_url(rec))
+        service, retention_s = self._service, self._settings.result_retention_s
+        return views.detailed_task(rec, caller, retention_s, service.review_url(rec), service.watch_url(rec))
 
     async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
         """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored. The keys are

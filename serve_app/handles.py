@@ -1,8 +1,9 @@
-"""Handle to the cluster's TaskRegistry actor and the media store, configured from the operator `Config`."""
+"""The cluster's TaskRegistry actor (through its typed client) and the media store, configured from the operator
+`Config`."""
 
 from __future__ import annotations
 
-from actors import get_or_create_registry
+from actors import RegistryApi, open_registry
 from media_store import MediaStore, open_media_store
 from serve_app.config import Config
 from serve_app.observability.registry_observer import RegistryMetrics
@@ -14,5 +15,6 @@ def media_store(config: Config) -> MediaStore:
     return StorageErrorCounter(open_media_store(config.storage_url, config.data_dir))
 
 
-def registry_handle(config: Config):
-    return get_or_create_registry(config.registry_settings(), RegistryMetrics(config))
+def registry_client(config: Config) -> RegistryApi:
+    """The cluster's TaskRegistry (created, with its metrics observer, unless it runs)."""
+    return open_registry(config.registry_settings(), RegistryMetrics(config))

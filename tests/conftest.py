@@ -8,7 +8,8 @@ that runs all of those modules; see below):
   no principal may belong to two modules, so quotas, idempotency keys and isolation checks stay per module.
 - `open_server`: no tokens file (loopback, unauthenticated), for clients that send no credentials.
 
-Both run with a 0.5 s poll hint (clients that honour it finish sooner) and a 4 MiB inline-resource limit;
+Both run with a 0.5 s poll hint (clients that honour it finish sooner) and a 4 MiB inline-resource limit, and
+may import by URL from the session's `media_origin` on 127.0.0.1 (trusting its test CA: `importing_env`);
 `shared_server` also lists one operator origin (`SHARED_ALLOWED_ORIGIN`). Modules that need other settings,
 restarts or kills start their own `tests.harness.ServerProcess`. (One exception: tests/test_mcp_wire.py restarts
 `open_server`, as a stop on SIGTERM and a fresh start; the modules after it get the restarted server.) Servers a
@@ -21,6 +22,9 @@ two changes (`pytest_xdist_make_scheduler` below). The modules on the shared ser
 once the last of those modules has run (`pytest_runtest_teardown`) rather than at the session's end. And the work
 goes out longest first (`MODULE_SECONDS`; xdist's own order is by test count, which sent the one-test files such
 as the chaos run last, to run alone at the end), so the two workers finish together.
+
+The fast lane (`make test-fast`) is every test not marked `slow` or `ray`: a test that starts Ray or a server
+without the mark fails (tests/lanes.py). Async tests are `@pytest.mark.anyio`, on asyncio (`anyio_backend`).
 """
 
 from __future__ import annotations
@@ -30,24 +34,33 @@ from pathlib import Path
 
 import pytest
 
+from tests import lanes
 from tests.harness import SHARED_ALLOWED_ORIGIN, SHARED_ENV, ServerProcess
+from tests.https_origin import CertificateAuthority, Origin
 
 # The modules that use `shared_server` or `open_server` (checked at collection: a module missing here still
 # passes, on a shared server of its worker's own).
 SHARED_SERVER_MODULES = frozenset(
     {
+        "test_cli_render",
         "test_connect",
+        "test_docs",
         "test_examples",
         "test_fuzz",
         "test_idempotency",
+        "test_import_url",
         "test_legacy_clients",
         "test_live_progress",
+        "test_progress_cadence",
         "test_mcp_wire",
         "test_node_clients",
         "test_origin",
         "test_real_world_renders",
         "test_review_page",
         "test_task_lifecycle",
+        "test_text_limits",
+        "test_uri_ids",
+        "test_upload_errors",
     }
 )
 SHARED_SERVERS = "shared servers"  # their work unit's name
@@ -58,11 +71,14 @@ MODULE_SECONDS = {
     "test_cluster": 200,
     "test_ingress_limits": 200,
     "test_recovery": 160,
+    "test_ray_failfast": 160,
     "test_storage_hygiene": 160,
     "test_s3_backend": 140,
     "test_media_limits": 115,
     "test_render_driver": 115,
     "test_storage_faults": 95,
+    "test_metrics_privacy": 150,
+    "test_private_files": 90,
     "test_oauth": 60,
     "test_no_stuck_task": 45,
     "test_gpu_decode": 45,
@@ -79,13 +95,18 @@ MODULE_SECONDS = {
     "test_real_world_renders": 65,
     "test_legacy_clients": 65,
     "test_live_progress": 60,
+    "test_progress_cadence": 60,
     "test_fuzz": 55,
     "test_node_clients": 45,
     "test_origin": 35,
     "test_idempotency": 25,
+    "test_import_url": 90,
     "test_examples": 25,
+    "test_cli_render": 60,
     "test_review_page": 20,
     "test_connect": 15,
+    "test_docs": 15,
+    "test_upload_errors": 15,
 }
 
 
@@ -138,13 +159,34 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "slow: starts a `vidforge serve` process, Ray, a cluster, or encodes for long (`make test-fast` leaves it out; "
+        "every test without it or `ray` is in the fast lane)",
+    )
     config.addinivalue_line("markers", "ray: starts a local Ray instance (slow; deselect with -m 'not ray')")
-    config.addinivalue_line("markers", "fast: in-process, no Ray, no server, no encode (`make test-fast`: -m fast)")
+    lanes.install()
     config.addinivalue_line(
         "markers",
         "solo: a whole autoscaling cluster, or a scrape that waits on Ray's metric export: `make test` runs these "
         "alone, after the two-worker lane (beside another file's load, Ray's health checks and export lag fail them)",
     )
+
+
+@pytest.fixture(scope="session")
+def anyio_backend():
+    """`@pytest.mark.anyio` tests run on asyncio (what Ray, Serve and the servers here run on)."""
+    return "asyncio"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Tell the lanes' checks (tests/lanes.py) which test is running: one that starts Ray or a server needs a mark."""
+    lanes.current = item
+    try:
+        return (yield)
+    finally:
+        lanes.current = None
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +215,28 @@ def module_tokens(session: pytest.Session) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def shared_server(request, tmp_path_factory):
-    env = {**SHARED_ENV, "VIDFORGE_ALLOWED_ORIGINS": SHARED_ALLOWED_ORIGIN}
+def import_ca(tmp_path_factory) -> CertificateAuthority:
+    """The certificate authority of the HTTPS servers the import tests fetch from (tests/https_origin.py)."""
+    return CertificateAuthority(tmp_path_factory.mktemp("import-ca"))
+
+
+@pytest.fixture(scope="session")
+def media_origin(import_ca):
+    """An HTTPS server on 127.0.0.1 that the shared servers import from (vidforge_import_asset): tests add answers."""
+    origin = Origin("127.0.0.1", import_ca)
+    yield origin
+    origin.stop()
+
+
+def importing_env(ca: CertificateAuthority) -> dict[str, str]:
+    """The shared servers trust the import tests' CA (the standard SSL_CERT_FILE) and may import from 127.0.0.1 —
+    loopback, which the default settings refuse (tests/test_import_url.py shows that on a server of its own)."""
+    return {"SSL_CERT_FILE": str(ca.ca_file), "VIDFORGE_IMPORT_ALLOW_HOSTS": "127.0.0.1"}
+
+
+@pytest.fixture(scope="session")
+def shared_server(request, tmp_path_factory, import_ca):
+    env = {**SHARED_ENV, "VIDFORGE_ALLOWED_ORIGINS": SHARED_ALLOWED_ORIGIN, **importing_env(import_ca)}
     tokens = module_tokens(request.session)
     with ServerProcess(tmp_path_factory.mktemp("shared") / "data", env=env, tokens=tokens) as proc:
         _started["shared_server"] = proc
@@ -182,8 +244,9 @@ def shared_server(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def open_server(tmp_path_factory):
-    with ServerProcess(tmp_path_factory.mktemp("open") / "data", env=SHARED_ENV) as proc:
+def open_server(tmp_path_factory, import_ca):
+    env = {**SHARED_ENV, **importing_env(import_ca)}
+    with ServerProcess(tmp_path_factory.mktemp("open") / "data", env=env) as proc:
         _started["open_server"] = proc
         yield proc
 

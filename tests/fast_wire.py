@@ -1,11 +1,14 @@
-"""The fast lane's server: vidforge's `/mcp` served in-process, on an in-memory `RenderService`.
+"""The fast lane's server: vidforge's `/mcp` served in-process, on the production render service.
 
-`MemoryRenderService` implements the render-service protocol (mcp_protocol/render_service.py) the way
-`serve_app.ingress.ray_render_service.RayRenderService` does, minus Ray: the TaskRegistry is the real class, in this
-process, on a temporary SQLite store; assets are a table of known URIs; and nothing renders: a test moves a render
-along (approval asked, progress, success, failure) with the calls the render supervisor would make. The wire
-in front of it is the production one — the SDK's session manager behind `McpEndpoint`, bearer authentication and
-the Origin/Host guard — reached through `httpx.ASGITransport`. The real Ray path keeps its end-to-end tests.
+The service is `serve_app.ingress.ray_render_service.RegistryRenderService`, the logic `RayRenderService` runs in
+every replica, over the real parts that need no Ray: the TaskRegistry in this process (through the same
+`actors.RegistryApi` the registry actor's client implements) on a temporary SQLite store, and the real `AssetStore`
+on a local media store under the test's tmp_path, holding real uploads (a clip and a PNG made here, parsed by the
+production upload path). Nothing renders: the render supervisor is the end-to-end tests' part, and a test moves a
+render along with the calls the supervisor makes (`progress`, `ask_approval`, `succeed`, `end`, `apply_cancel`:
+registry calls, and the files a render writes). The wire in front of it is the production one — the SDK's session
+manager behind `McpEndpoint`, bearer authentication and the Origin/Host guard — reached through
+`httpx.ASGITransport`, or through `stream` where a test reads a response while it is being sent.
 
 `FastWire` runs that app on an event loop of its own thread, so synchronous tests (and hypothesis) can call it
 through an ordinary `httpx.Client`.
@@ -14,148 +17,60 @@ through an ordinary `httpx.Client`.
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import queue
 import threading
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from PIL import Image
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 
-from actors import QuotaExceeded, TaskRegistry
-from actors.task_registry import IdempotencyConflict
-from mcp_protocol import errors
-from mcp_protocol.domain import (
-    ApprovalAnswer,
-    Artifact,
-    Cancelled,
-    RenderEnd,
-    RenderRequest,
-    Succeeded,
-    TaskRecord,
-)
+from actors import TaskRegistry
+from actors.task_registry import CANCELLED_MESSAGE
+from mcp_protocol.domain import Artifact, Cancelled, RenderEnd, Succeeded, TaskRecord
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.progress import RENDERING
 from mcp_protocol.server import VidforgeServer
+from media_store.artifacts import final_key, preview_key
 from serve_app.config import Config
+from serve_app.importing.desk import ImportDesk
+from serve_app.importing.service import DeskImports
 from serve_app.ingress.auth import authentication
 from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
 from serve_app.ingress.origin import OriginGuard, OriginPolicy
-from serve_app.ingress.review.links import ReviewLinks
+from serve_app.ingress.ray_render_service import RegistryRenderService
+from serve_app.media.assets import AssetStore
 from tests.harness import meta, request_headers
+from tests.media import make_clip, make_watermark_png
 
 T = TypeVar("T")
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
+CLIP_SECONDS = 2.0  # the uploaded source: 2 s of 160x90 at 10 fps (made in milliseconds)
 
 
-class MemoryRenderService:
-    """`RenderService` without Ray: the real TaskRegistry in-process, assets as a table, no rendering."""
+@dataclass(frozen=True)
+class Media:
+    """A principal's uploads: a source video and a watermark image (`vidforge://assets/...` URIs)."""
 
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.registry = TaskRegistry(config.registry_settings())
-        self.assets: dict[str, tuple[str, str]] = {}  # uri -> (owner, kind)
-        self.videos: dict[str, bytes] = {}  # render id -> the finished file's bytes
-        self.listening = threading.Event()  # set when a listen stream waits for a change (see `watch`)
-        self.review_links = ReviewLinks(config)  # links only when the config has a review key, as in production
-
-    def add_asset(self, uri: str, owner: str, kind: str) -> str:
-        self.assets[uri] = (owner, kind)
-        return uri
-
-    def _check(self, principal: str, field: str, uri: str, kind: str) -> None:
-        owner, found = self.assets.get(uri, (None, None))
-        if owner != principal:
-            raise errors.source_not_found(field, errors.no_asset_at(uri))
-        if found != kind:
-            raise errors.unsupported_codec(field, f"the asset is a {found}, not a {kind}")
-
-    async def create_render(self, principal: str, request: RenderRequest) -> TaskRecord:
-        try:
-            rec = await self.registry.replay(principal, request)
-            if rec is None:
-                self._check(principal, "source_asset_uri", request.source_asset_uri, "video")
-                if request.watermark is not None:
-                    self._check(principal, "watermark.image_asset_uri", request.watermark.image_asset_uri, "image")
-                rec = (await self.registry.create(principal, request)).task
-        except IdempotencyConflict as exc:
-            raise errors.idempotency_conflict(exc.task_id) from None
-        except QuotaExceeded as exc:
-            raise errors.render_quota_exceeded(request, exc.active, exc.limit, exc.retry_after_ms) from None
-        return rec
-
-    async def get_render(self, principal: str, render_id: str, *, fresh: bool = False) -> TaskRecord | None:
-        return await self.registry.get(principal, render_id)  # in-process: every read is fresh
-
-    async def answer_approval(
-        self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None
-    ) -> ApprovalAnswer:
-        return await self.registry.answer_input(principal, render_id, approved, note, key)
-
-    async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
-        rec = await self.registry.request_cancel(principal, render_id)
-        if rec is not None and not rec.status.terminal:  # the supervisor's cancel: nothing runs here to stop
-            await self.registry.finish(render_id, Cancelled(), message="Render cancelled.")
-        return rec
-
-    async def watch(
-        self, principal: str, render_ids: list[str], versions: dict[str, int], timeout_s: float
-    ) -> list[TaskRecord]:
-        if versions:  # a listen stream past its first look-up, now waiting for changes
-            self.listening.set()
-        return await self.registry.watch(principal, render_ids, versions, timeout_s)
-
-    async def read_video(self, principal: str, render_id: str, ext: str) -> tuple[Artifact, bytes]:
-        artifact = await self.registry.get_artifact(principal, render_id)
-        if artifact is None or artifact.ext != ext:
-            raise errors.resource_not_found(render_id, self.config.result_retention_s)
-        data = self.videos[render_id]
-        if len(data) > self.config.max_inline_resource_bytes:
-            url = f"{self.config.public_base_url}/artifacts/{render_id}/final.{ext}"
-            raise errors.resource_too_large(render_id, len(data), self.config.max_inline_resource_bytes, url)
-        return artifact, data
-
-    def review_url(self, rec: TaskRecord) -> str | None:
-        return self.review_links.url(rec)
-
-    async def read_preview(self, principal: str, render_id: str) -> bytes:
-        rec = await self.registry.get(principal, render_id)
-        if rec is None or rec.request.watermark is None or rec.input_seq == 0:
-            raise errors.resource_not_found(render_id, self.config.result_retention_s)
-        return b"\x89PNG preview of " + render_id.encode()
-
-    # -- what the render supervisor would do -------------------------------------------------------------------
-
-    async def progress(self, task_id: str, frames_done: int, frames_total: int, fps: float | None = None) -> None:
-        await self.registry.set_progress(task_id, frames_done, frames_total, phase=RENDERING, fps=fps, source_fps=30.0)
-
-    async def ask_approval(self, task_id: str) -> TaskRecord | None:
-        return await self.registry.request_input(task_id, self.config.approval_timeout_s)
-
-    async def succeed(self, task_id: str, data: bytes = b"\x00" * 64, duration_s: float = 2.0) -> TaskRecord | None:
-        rec = await self.registry.get_any(task_id)
-        assert rec is not None
-        self.videos[task_id] = data
-        artifact = Artifact(
-            ext=rec.request.output_format,
-            size_bytes=len(data),
-            duration_s=duration_s,
-            finished_at_ms=rec.created_at_ms + 60_000,
-        )
-        return await self.registry.finish(task_id, Succeeded(artifact=artifact), message="Render complete.")
-
-    async def end(self, task_id: str, end: RenderEnd) -> TaskRecord | None:
-        return await self.registry.finish(task_id, end)
+    video: str
+    image: str
 
 
-def mcp_app(service: MemoryRenderService, config: Config) -> tuple[Starlette, StreamableHTTPSessionManager]:
+def mcp_app(service: RegistryRenderService, config: Config) -> tuple[Starlette, StreamableHTTPSessionManager]:
     """`/mcp` as `serve_app.ingress.app.build_app` mounts it (minus the Ray-held admission caps and the file routes)."""
-    server = VidforgeServer(service, config)
+    # The import desk in this process: an import runs up to its media parse, which needs Ray (the end-to-end tests').
+    server = VidforgeServer(service, config, DeskImports(config, ImportDesk(config.to_json())))
     manager = StreamableHTTPSessionManager(app=server.server, json_response=True, stateless=True)
     authenticated = Mount(
         "",
@@ -186,29 +101,77 @@ class _LoopTransport(httpx.BaseTransport):
         return self.wire.run(exchange())
 
 
+class ResponseStream:
+    """One POST to the app whose response is read as the app sends it: its server-sent events, one at a time."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self._chunks: queue.Queue[bytes | None] = queue.Queue()  # None: the response ended
+        self._buffer = b""
+        self._ended = False
+
+    def _sent(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        elif message["type"] == "http.response.body":
+            self._chunks.put(message.get("body", b""))
+            if not message.get("more_body", False):
+                self._chunks.put(None)
+
+    def next_event(self, timeout_s: float = 60) -> dict[str, Any] | None:
+        """The next event's JSON data as soon as the app has sent it; None once the response has ended."""
+        while b"\n\n" not in self._buffer:
+            if self._ended:
+                return None
+            chunk = self._chunks.get(timeout=timeout_s)
+            if chunk is None:
+                self._ended = True
+            else:
+                self._buffer += chunk.replace(b"\r\n", b"\n")
+        event, self._buffer = self._buffer.split(b"\n\n", 1)
+        data = [line[len(b"data:") :].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+        return json.loads(b"\n".join(data)) if data else self.next_event(timeout_s)
+
+    def rest(self, timeout_s: float = 60) -> list[dict[str, Any]]:
+        """Every event still to come, once the response has ended."""
+        events = []
+        while (event := self.next_event(timeout_s)) is not None:
+            events.append(event)
+        return events
+
+
 class FastWire:
     """The in-process server and a raw JSON-RPC client for it (the shape of tests.harness.Wire)."""
 
     def __init__(self, tmp_path: Path, **settings: Any) -> None:
+        # The record mirror is off: a test reads what it just wrote without waiting for the feed to deliver it (the
+        # mirror's own tests are tests/test_record_mirror.py).
         self.config = Config(
-            data_dir=str(tmp_path / "data"), sweep_interval_s=3600, listen_idle_s=0.5, poll_interval_ms=500, **settings
+            data_dir=str(tmp_path / "data"),
+            sweep_interval_s=3600,
+            listen_idle_s=0.5,
+            poll_interval_ms=500,
+            record_mirror_size=0,
+            **settings,
         )
+        self._files = tmp_path / "media"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self.service = MemoryRenderService(self.config)  # its registry binds to the loop on first use
+        self.registry = TaskRegistry(self.config.registry_settings())  # binds to the loop on first use
+        self.service = RegistryRenderService(self.config, self.registry, AssetStore(self.config))
         self._app, manager = mcp_app(self.service, self.config)
         self._lifespan = self.run(self._start(manager))
         self.http = httpx.Client(transport=_LoopTransport(self, self._app), base_url="http://127.0.0.1:8000")
         self._id = 0
 
     async def _start(self, manager: StreamableHTTPSessionManager) -> tuple[asyncio.Task[None], asyncio.Event]:
-        """The app's lifespan (the session manager running) in one task of its own: anyio's scopes end in the task
-        they began in."""
+        """The app's lifespan (the session manager and the record mirror running) in one task of its own: anyio's
+        scopes end in the task they began in."""
         running, stop = asyncio.Event(), asyncio.Event()
 
         async def lifespan() -> None:
-            async with manager.run():
+            async with manager.run(), self.service.records.following():
                 running.set()
                 await stop.wait()
 
@@ -226,8 +189,59 @@ class FastWire:
         task, stop = self._lifespan
         self._loop.call_soon_threadsafe(stop.set)
         self.run(asyncio.wait_for(task, 30))
+        self.run(_cancel_the_rest())  # the registry's sweep loop
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+    # -- uploads, through the production upload parse -----------------------------------------------------------
+
+    def upload_media(self, principal: str = "alice") -> Media:
+        """A clip and a PNG made here, stored as the principal's assets (`AssetStore.add_file`: copied, parsed)."""
+        self._files.mkdir(parents=True, exist_ok=True)
+        clip = make_clip(str(self._files / "clip.mp4"), CLIP_SECONDS, 160, 90, fps=10, audio=False, gop=10)
+        logo = make_watermark_png(str(self._files / "logo.png"))
+        assets = self.service.assets
+        return Media(assets.add_file(clip, principal).uri, assets.add_file(logo, principal).uri)
+
+    @cached_property
+    def media(self) -> Media:
+        """alice's uploads, made on first use."""
+        return self.upload_media("alice")
+
+    # -- what the render supervisor does (serve_app.rendering.supervisor), by hand: nothing renders here --------
+
+    def progress(
+        self, task_id: str, frames_done: int, frames_total: int, fps: float | None = None
+    ) -> TaskRecord | None:
+        report = self.registry.set_progress(
+            task_id, frames_done, frames_total, phase=RENDERING, fps=fps, source_fps=30.0
+        )
+        return self.run(report)
+
+    def ask_approval(self, task_id: str) -> TaskRecord | None:
+        """The watermark preview stored, then the approval asked (`RegistryHooks.preview_ready`)."""
+        self.service.assets.media.put_bytes(preview_key(task_id), _png())
+        return self.run(self.registry.request_input(task_id, self.config.approval_timeout_s))
+
+    def succeed(self, task_id: str, data: bytes = b"\x00" * 64, duration_s: float = 2.0) -> TaskRecord | None:
+        """The finished file stored, then published with the completion (`RenderSupervisor._complete`)."""
+        rec = self.run(self.registry.get_any(task_id))
+        assert rec is not None
+        self.service.assets.media.put_bytes(final_key(task_id, rec.request.output_format), data)
+        artifact = Artifact(
+            ext=rec.request.output_format,
+            size_bytes=len(data),
+            duration_s=duration_s,
+            finished_at_ms=rec.created_at_ms + 60_000,
+        )
+        return self.run(self.registry.finish(task_id, Succeeded(artifact=artifact), message="Render complete."))
+
+    def end(self, task_id: str, end: RenderEnd) -> TaskRecord | None:
+        return self.run(self.registry.finish(task_id, end))
+
+    def apply_cancel(self, task_id: str) -> TaskRecord | None:
+        """The supervisor's `cancel`: a requested cancel ends the task, also when no driver holds it."""
+        return self.run(self.registry.finish(task_id, Cancelled(), message=CANCELLED_MESSAGE))
 
     # -- a client, as tests.harness.Wire ----------------------------------------------------------------------
 
@@ -250,6 +264,50 @@ class FastWire:
         params.setdefault("_meta", meta(tasks, elicitation))
         body = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}
         return self.http.post("/mcp", json=body, headers={**self.headers(method, name, token), **(headers or {})})
+
+    @contextmanager
+    def stream(self, body: dict[str, Any], headers: dict[str, str]) -> Iterator[ResponseStream]:
+        """POST `body` to `/mcp` and read the response as it is sent (an SSE stream: `subscriptions/listen`)."""
+        response = ResponseStream()
+        content = json.dumps(body).encode()
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8000),
+        }
+        done = asyncio.Event()
+        requests = [{"type": "http.request", "body": content, "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            if requests:
+                return requests.pop()
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            response._sent(message)
+
+        async def exchange() -> None:
+            try:
+                await self._app(scope, receive, send)
+            finally:
+                done.set()
+
+        running = asyncio.run_coroutine_threadsafe(exchange(), self._loop)
+        try:
+            yield response
+            running.result(timeout=60)
+        finally:
+            running.cancel()
 
     def call(
         self, method: str, params: dict[str, Any] | None = None, name: str | None = None, **options: Any
@@ -274,6 +332,21 @@ class FastWire:
     def task(self, method: str, task_id: str, **options: Any) -> dict[str, Any]:
         extra = options.pop("params", {})
         return self.call(method, {"taskId": task_id, **extra}, task_id, tasks=True, **options)
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task on the running loop, and wait for them to end."""
+    rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
+
+
+def _png() -> bytes:
+    """A small real PNG: what a render stores as its watermark preview."""
+    out = io.BytesIO()
+    Image.new("RGB", (160, 90), (20, 40, 60)).save(out, format="PNG")
+    return out.getvalue()
 
 
 @contextmanager

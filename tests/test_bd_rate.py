@@ -7,8 +7,6 @@ import pytest
 
 from benchmarks.rate_distortion import bd_rate
 
-pytestmark = pytest.mark.fast
-
 # A plausible x264 curve: kbit/s and PSNR-Y at CRF 19, 23, 27, 31.
 RATES = [5200.0, 3100.0, 1850.0, 1100.0]
 PSNR = [44.1, 41.9, 39.6, 37.2]

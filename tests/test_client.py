@@ -20,8 +20,6 @@ from serve_app.client.render import RenderOrder, default_output
 from serve_app.client.tasks import TaskCancelled, TaskEnded, TaskState
 from tests.harness import REPO
 
-pytestmark = pytest.mark.fast
-
 
 def state(message: str, status: str = "working") -> TaskState:
     return TaskState.model_validate({"taskId": "task_x", "status": status, "statusMessage": message})

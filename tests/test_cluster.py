@@ -113,7 +113,8 @@ def render(server: ServerProcess, source: str) -> tuple[Wire, str]:
 def check_output(server: ServerProcess, s3_server, task_id: str, reference, tmp_path: Path) -> None:
     """The video is in the bucket; as any client downloads it, it has every frame and matches the one-segment
     render."""
-    response = httpx.get(f"{server.base}/artifacts/{task_id}/final.mp4", timeout=120)
+    # A redirect to the bucket (direct transfers), which a client follows.
+    response = httpx.get(f"{server.base}/artifacts/{task_id}/final.mp4", follow_redirects=True, timeout=120)
     assert response.status_code == 200, response.text
     assert response.content == s3_server.get(f"{PREFIX}/artifacts/{task_id}/final.mp4")
     (tmp_path / "final.mp4").write_bytes(response.content)

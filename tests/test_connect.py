@@ -5,7 +5,6 @@ token, to show its header is what gets it in."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -67,22 +66,18 @@ def local(text: str, server) -> str:
     return text.replace(DOC_ADDRESS, f"127.0.0.1:{server.port}")
 
 
-def sdk_tool_names(url: str, headers: dict[str, str]) -> list[str]:
+async def sdk_tool_names(url: str, headers: dict[str, str]) -> list[str]:
     """Connect like a host does (`mode="auto"`: server/discover, else initialize) and list the tools."""
-
-    async def scenario():
-        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-            async with Client(streamable_http_client(url, http_client=http), cache=None) as client:
-                return [tool.name for tool in (await client.list_tools()).tools]
-
-    return asyncio.run(scenario())
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http), cache=None) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
 
 
-def sdk_refused(url: str, headers: dict[str, str]) -> bool:
+async def sdk_refused(url: str, headers: dict[str, str]) -> bool:
     """True when the connection fails. (mcp 2.3 reports an HTTP 401 as a bare -32603, so the cause is not in the
     exception; the callers show it by connecting with the right token, the same way, in the same test.)"""
     try:
-        sdk_tool_names(url, headers)
+        await sdk_tool_names(url, headers)
     except Exception:  # noqa: BLE001 - an ExceptionGroup from the client's task group, wrapping MCPError
         return True
     return False
@@ -102,15 +97,17 @@ def claude(args: list[str], home, cwd, env: dict[str, str] | None = None) -> sub
     )
 
 
-def test_mcp_json_block(server, tmp_path):
+@pytest.mark.anyio
+async def test_mcp_json_block(server, tmp_path):
     (block,) = code_blocks("json")
     entry = json.loads(local(block, server))["mcpServers"]["vidforge"]
     assert entry["type"] == "http" and set(entry) == {"type", "url", "headers"}
     # 1. the official SDK client, with exactly that URL and (expanded) header
     headers = {k: expand(v, {"VIDFORGE_TOKEN": TOKEN}) for k, v in entry["headers"].items()}
     assert headers == {"Authorization": f"Bearer {TOKEN}"}
-    assert sdk_tool_names(entry["url"], headers) == TOOL_NAMES
-    assert sdk_refused(entry["url"], {k: expand(v, {"VIDFORGE_TOKEN": "wrong"}) for k, v in entry["headers"].items()})
+    assert await sdk_tool_names(entry["url"], headers) == TOOL_NAMES
+    wrong_headers = {k: expand(v, {"VIDFORGE_TOKEN": "wrong"}) for k, v in entry["headers"].items()}
+    assert await sdk_refused(entry["url"], wrong_headers)
     # 2. Claude Code, reading the block as a project's .mcp.json and expanding ${VIDFORGE_TOKEN} itself
     project, home = tmp_path / "project", tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
@@ -126,7 +123,8 @@ def test_mcp_json_block(server, tmp_path):
     assert "Connected" not in wrong.stdout and "401" in wrong.stdout, wrong.stdout
 
 
-def test_claude_mcp_add_line(server, tmp_path):
+@pytest.mark.anyio
+async def test_claude_mcp_add_line(server, tmp_path):
     line = doc_command("claude mcp add ")
     argv = shlex.split(local(expand(line, {"VIDFORGE_TOKEN": TOKEN}), server))
     assert argv[argv.index("--transport") + 1] == "http"
@@ -147,10 +145,10 @@ def test_claude_mcp_add_line(server, tmp_path):
         if token == TOKEN:
             assert "✔ Connected" in got.stdout, got.stdout
             # what Claude Code stored, used as-is by the official SDK client
-            assert sdk_tool_names(stored["url"], stored["headers"]) == TOOL_NAMES
+            assert await sdk_tool_names(stored["url"], stored["headers"]) == TOOL_NAMES
         else:
             assert "Connected" not in got.stdout and "401" in got.stdout, got.stdout
-            assert sdk_refused(stored["url"], stored["headers"])
+            assert await sdk_refused(stored["url"], stored["headers"])
 
 
 def inspector(line: str, token: str, server, home) -> subprocess.CompletedProcess:

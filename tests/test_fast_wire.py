@@ -1,6 +1,7 @@
 """The fast lane: the MCP wire in-process (tests/fast_wire.py: the production `/mcp` stack through
-`httpx.ASGITransport`, on an in-memory render service over the real TaskRegistry) — header rules, unknown
-methods, argument validation, the fuzz corpus, and every render state as both task surfaces show it.
+`httpx.ASGITransport`, on the production render service over the in-process TaskRegistry and a local media store) —
+header rules, unknown methods, argument validation, the asset checks, the fuzz corpus, and every render state as
+both task surfaces show it.
 
 Each answer is validated against the 2026-07-28 schemas, as on the Ray path (tests/harness.py). What needs Ray,
 Serve, encoding or the file routes stays in the end-to-end modules."""
@@ -10,20 +11,17 @@ from __future__ import annotations
 import json
 import random
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from mcp_protocol.domain import ApprovalTimedOut, Failed, Unsupported
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.errors import no_asset_at, over_time_limit
-from tests.fast_wire import FastWire, fast_wire
+from tests.fast_wire import FastWire, Media, fast_wire
 from tests.fuzz_requests import check_malformed_answer, malformed_request, run_fuzz
 from tests.harness import PROTOCOL, REPO, TOOL_NAMES, meta, validate
 
-pytestmark = pytest.mark.fast
-
-SOURCE, LOGO = "vidforge://assets/a_" + "1" * 24, "vidforge://assets/a_" + "2" * 24
+UNKNOWN = "vidforge://assets/a_" + "1" * 24  # an asset nobody uploaded (where arguments fail before the lookup)
 RENDER = "vidforge_render_video"
 STATUS = "vidforge_get_render_status"
 APPROVE = "vidforge_approve_watermark"
@@ -34,20 +32,22 @@ ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 @pytest.fixture(scope="module")
 def wire(tmp_path_factory):
     with fast_wire(tmp_path_factory.mktemp("fast"), max_concurrent_renders=1000) as wire:
-        add_assets(wire)
         yield wire
 
 
-def add_assets(wire: FastWire) -> None:
-    wire.service.add_asset(SOURCE, "alice", "video")
-    wire.service.add_asset(LOGO, "alice", "image")
+@pytest.fixture(scope="module")
+def media(wire) -> Media:
+    return wire.media
 
 
-def render_args(watermark: bool = False, **extra) -> dict:
-    args = {"source_asset_uri": SOURCE, "output_format": "mp4", "resolution": "720p", **extra}
+def render_args(media: Media, watermark: bool = False, **extra) -> dict:
+    args = {"source_asset_uri": media.video, "output_format": "mp4", "resolution": "720p", **extra}
     if watermark:
-        args["watermark"] = {"image_asset_uri": LOGO, "position": "top_left", "opacity": 0.5}
+        args["watermark"] = {"image_asset_uri": media.image, "position": "top_left", "opacity": 0.5}
     return args
+
+
+NOWHERE = Media(UNKNOWN, "vidforge://assets/a_" + "2" * 24)
 
 
 def error_of(response, status: int, code: int) -> dict:
@@ -197,19 +197,19 @@ def test_unknown_tool_is_a_jsonrpc_error(wire):
             "source_asset_uri",
             "fix_argument_value",
         ),
-        (RENDER, render_args(output_format="avi"), "output_format", "fix_argument_value"),
-        (RENDER, {"source_asset_uri": SOURCE, "output_format": "mp4"}, "resolution", "supply_missing_argument"),
+        (RENDER, render_args(NOWHERE, output_format="avi"), "output_format", "fix_argument_value"),
+        (RENDER, {"source_asset_uri": UNKNOWN, "output_format": "mp4"}, "resolution", "supply_missing_argument"),
         (RENDER, {"output_format": "mp4"}, "source_asset_uri", "supply_missing_argument"),
-        (RENDER, render_args(fps=60), "fps", "drop_unknown_argument"),
+        (RENDER, render_args(NOWHERE, fps=60), "fps", "drop_unknown_argument"),
         (
             RENDER,
-            render_args(watermark=True) | {"watermark": {"image_asset_uri": LOGO, "opacity": 2}},
+            render_args(NOWHERE, watermark=True) | {"watermark": {"image_asset_uri": NOWHERE.image, "opacity": 2}},
             "watermark.opacity",
             "fix_argument_value",
         ),
         (
             RENDER,
-            render_args() | {"watermark": {"image_asset_uri": LOGO, "size": 3}},
+            render_args(NOWHERE) | {"watermark": {"image_asset_uri": NOWHERE.image, "size": 3}},
             "watermark.size",
             "drop_unknown_argument",
         ),
@@ -226,33 +226,51 @@ def test_argument_validation_is_a_tool_error_with_a_callable_repair(wire, tool, 
     assert envelope["fingerprint"].startswith("vidforge@") and result["content"][0]["type"] == "text"
     if step == "drop_unknown_argument":  # a mechanical fix: the repair is literally callable
         fixed = wire.tool(tool, envelope["repair"]["arguments"])
-        assert fixed["structuredContent"].get("code") != "invalid_argument"
+        assert fixed["structuredContent"]["code"] == "source_not_found"  # past the arguments, to the asset lookup
 
 
-def test_assets_are_checked_before_a_task_exists(wire):
+def test_assets_are_checked_before_a_task_exists(wire, media):
+    active = wire.run(wire.registry.count_active("alice"))
     missing = "vidforge://assets/a_" + "9" * 24
-    error = wire.tool(RENDER, render_args(source_asset_uri=missing))["structuredContent"]
+    error = wire.tool(RENDER, render_args(media, source_asset_uri=missing))["structuredContent"]
     assert (error["code"], error["details"]["field"]) == ("source_not_found", "source_asset_uri")
     assert error["details"]["reason"] == no_asset_at(missing)
-    error = wire.tool(RENDER, render_args(source_asset_uri=LOGO))["structuredContent"]
+    error = wire.tool(RENDER, render_args(media, source_asset_uri=media.image))["structuredContent"]
     assert (error["code"], error["details"]["field"]) == ("unsupported_codec", "source_asset_uri")
-    bob = wire.tool(RENDER, render_args(), token="tok-bob")["structuredContent"]
+    assert error["details"]["reason"] == "the source asset is a still image, not a video"
+    logo_a_video = render_args(media, watermark=True) | {"watermark": {"image_asset_uri": media.video}}
+    error = wire.tool(RENDER, logo_a_video)["structuredContent"]
+    assert (error["code"], error["details"]["field"]) == ("unsupported_codec", "watermark.image_asset_uri")
+    bob = wire.tool(RENDER, render_args(media), token="tok-bob")["structuredContent"]
     assert bob["code"] == "source_not_found"  # alice's asset is not bob's
+    assert wire.run(wire.registry.count_active("alice")) == active  # no task was created for any of them
+
+
+def test_media_over_a_limit_is_refused_from_the_facts_stored_at_upload(tmp_path):
+    """A limit lowered since the upload refuses the render before a task exists, naming the limit (the production
+    check of the stored facts: no file is read again)."""
+    with fast_wire(tmp_path) as wire:
+        media = wire.media  # a 2 s clip, within the limits of its upload
+    with fast_wire(tmp_path, max_source_duration_s=1) as wire:  # the server restarted with a lower limit
+        error = wire.tool(RENDER, render_args(media))["structuredContent"]
+        assert (error["code"], error["details"]["field"]) == ("media_limit_exceeded", "source_asset_uri")
+        assert "VIDFORGE_MAX_SOURCE_DURATION_S" in error["details"]["reason"]
+        assert wire.run(wire.registry.count_active("alice")) == 0
 
 
 # -- the fallback surface (no tasks extension) --------------------------------------------------------------
 
 
-def test_fallback_render_from_accepted_to_succeeded(wire):
-    accepted = wire.tool(RENDER, render_args())["structuredContent"]
+def test_fallback_render_from_accepted_to_succeeded(wire, media):
+    accepted = wire.tool(RENDER, render_args(media))["structuredContent"]
     render_id = accepted["render_id"]
     assert (accepted["status"], accepted["state"], accepted["poll_after_ms"]) == ("accepted", "queued", 500)
     assert ISO.match(accepted["expires_at"]) and accepted["follow_up"]["tool"] == STATUS
-    wire.run(wire.service.progress(render_id, 30, 90, fps=45.0))
+    wire.progress(render_id, 30, 90, fps=45.0)
     working = wire.tool(STATUS, {"render_id": render_id})["structuredContent"]
     assert (working["state"], working["terminal"], working["progress"]) == ("rendering", False, 0.3333)
     assert working["status_message"].startswith("Rendering: 33% (frame 30/90), encoding at 45.0 fps")
-    wire.run(wire.service.succeed(render_id, data=b"\x00" * 100, duration_s=3.0004))
+    wire.succeed(render_id, data=b"\x00" * 100, duration_s=3.0004)
     done = wire.tool(STATUS, {"render_id": render_id})["structuredContent"]
     assert (done["state"], done["terminal"], done["poll_after_ms"], done["progress"]) == ("succeeded", True, 0, 1.0)
     assert done["video_uri"] == f"vidforge://videos/{render_id}/final.mp4"
@@ -265,9 +283,11 @@ def test_fallback_render_from_accepted_to_succeeded(wire):
     )
 
 
-def test_fallback_approval_rejection_and_replays(wire):
-    render_id = wire.tool(RENDER, render_args(watermark=True, idempotency_key="fb-1"))["structuredContent"]["render_id"]
-    wire.run(wire.service.ask_approval(render_id))
+def test_fallback_approval_rejection_and_replays(wire, media):
+    render_id = wire.tool(RENDER, render_args(media, watermark=True, idempotency_key="fb-1"))["structuredContent"][
+        "render_id"
+    ]
+    wire.ask_approval(render_id)
     waiting = wire.tool(STATUS, {"render_id": render_id})["structuredContent"]
     assert waiting["state"] == "awaiting_watermark_approval"
     assert waiting["status_message"].startswith("Waiting for watermark approval; times out ")
@@ -278,26 +298,27 @@ def test_fallback_approval_rejection_and_replays(wire):
     status = wire.tool(STATUS, {"render_id": render_id})["structuredContent"]
     assert status["state"] == "failed" and status["error"]["code"] == "watermark_rejected"
     assert status["error"]["details"]["reason"] == "User note: 'smaller'."
-    assert status["error"]["repair"]["arguments"] == render_args(watermark=True)  # the original call, no key
+    assert status["error"]["repair"]["arguments"] == render_args(media, watermark=True)  # the original call, no key
     again = wire.tool(APPROVE, {"render_id": render_id, "approved": False})["structuredContent"]
     assert again["replayed"] is True
     conflict = wire.tool(APPROVE, {"render_id": render_id, "approved": True})["structuredContent"]
     assert conflict["code"] == "approval_already_recorded"
-    replay = wire.tool(RENDER, render_args(watermark=True, idempotency_key="fb-1"))  # answers what it ended with
+    replay = wire.tool(RENDER, render_args(media, watermark=True, idempotency_key="fb-1"))  # answers what it ended with
     assert replay["isError"] is True and replay["structuredContent"] == status["error"]
-    other = wire.tool(RENDER, render_args(idempotency_key="fb-1"))["structuredContent"]
+    other = wire.tool(RENDER, render_args(media, idempotency_key="fb-1"))["structuredContent"]
     assert other["code"] == "idempotency_conflict" and other["repair"]["arguments"] == {"render_id": render_id}
 
 
-def test_fallback_cancel_and_its_replay(wire):
-    render_id = wire.tool(RENDER, render_args(idempotency_key="fb-cancel"))["structuredContent"]["render_id"]
+def test_fallback_cancel_and_its_replay(wire, media):
+    render_id = wire.tool(RENDER, render_args(media, idempotency_key="fb-cancel"))["structuredContent"]["render_id"]
     cancelled = wire.tool(CANCEL, {"render_id": render_id})["structuredContent"]
     assert (cancelled["acknowledged"], cancelled["state"]) == (True, "cancelling")
+    wire.apply_cancel(render_id)  # the supervisor's part
     assert wire.tool(STATUS, {"render_id": render_id})["structuredContent"]["state"] == "cancelled"
     assert wire.tool(CANCEL, {"render_id": render_id})["structuredContent"]["state"] == "cancelled"
-    replay = wire.tool(RENDER, render_args(idempotency_key="fb-cancel"))["structuredContent"]
+    replay = wire.tool(RENDER, render_args(media, idempotency_key="fb-cancel"))["structuredContent"]
     assert replay["code"] == "render_cancelled" and "24 hours" in replay["details"]["reason"]
-    assert replay["repair"]["arguments"] == render_args()
+    assert replay["repair"]["arguments"] == render_args(media)
     for tool in (STATUS, CANCEL):
         foreign = wire.tool(tool, {"render_id": render_id}, token="tok-bob")["structuredContent"]
         assert foreign["code"] == "render_not_found" and "7-day retention" in foreign["details"]["reason"]
@@ -312,7 +333,7 @@ def test_fallback_cancel_and_its_replay(wire):
             False,
         ),
         (
-            Unsupported(code=ErrorCode.SOURCE_NOT_FOUND, field="source_asset_uri", reason=no_asset_at(SOURCE)),
+            Unsupported(code=ErrorCode.SOURCE_NOT_FOUND, field="source_asset_uri", reason=no_asset_at(UNKNOWN)),
             "source_not_found",
             False,
         ),
@@ -327,9 +348,9 @@ def test_fallback_cancel_and_its_replay(wire):
         (ApprovalTimedOut(timeout_s=90), "watermark_approval_timeout", False),
     ],
 )
-def test_every_failed_end_reads_the_same_on_both_surfaces(wire, end, code, temporary):
-    task_id = wire.tool(RENDER, render_args(), tasks=True)["taskId"]
-    wire.run(wire.service.end(task_id, end))
+def test_every_failed_end_reads_the_same_on_both_surfaces(wire, media, end, code, temporary):
+    task_id = wire.tool(RENDER, render_args(media), tasks=True)["taskId"]
+    wire.end(task_id, end)
     task = wire.task("tasks/get", task_id)["result"]
     status = wire.tool(STATUS, {"render_id": task_id})["structuredContent"]
     assert task["status"] == "completed" and task["result"]["isError"] is True
@@ -343,11 +364,11 @@ def test_every_failed_end_reads_the_same_on_both_surfaces(wire, end, code, tempo
 # -- the task surface ---------------------------------------------------------------------------------------
 
 
-def test_task_path_with_form_elicitation(wire):
-    created = wire.tool(RENDER, render_args(watermark=True), tasks=True, elicitation=True)
+def test_task_path_with_form_elicitation(wire, media):
+    created = wire.tool(RENDER, render_args(media, watermark=True), tasks=True, elicitation=True)
     task_id = created["taskId"]
     assert (created["resultType"], created["status"], created["pollIntervalMs"]) == ("task", "working", 500)
-    wire.run(wire.service.ask_approval(task_id))
+    wire.ask_approval(task_id)
     waiting = wire.task("tasks/get", task_id, elicitation=True)["result"]
     assert (waiting["status"], waiting["pollIntervalMs"]) == ("input_required", 1500)
     ((key, request),) = waiting["inputRequests"].items()
@@ -365,7 +386,7 @@ def test_task_path_with_form_elicitation(wire):
     wire.task("tasks/update", task_id, params={"inputResponses": accept})
     resumed = wire.task("tasks/get", task_id)["result"]
     assert (resumed["status"], resumed["pollIntervalMs"]) == ("working", 500)
-    wire.run(wire.service.succeed(task_id))
+    wire.succeed(task_id)
     done = wire.task("tasks/get", task_id)["result"]
     assert done["status"] == "completed" and done["statusMessage"] == "Render complete."
     result = done["result"]
@@ -374,16 +395,17 @@ def test_task_path_with_form_elicitation(wire):
     assert link["type"] == "resource_link" and link["description"].endswith("with approved watermark; retained 7 days.")
 
 
-def test_task_cancel_decline_and_foreign_ids(wire):
-    task_id = wire.tool(RENDER, render_args(watermark=True), tasks=True)["taskId"]
-    wire.run(wire.service.ask_approval(task_id))
+def test_task_cancel_decline_and_foreign_ids(wire, media):
+    task_id = wire.tool(RENDER, render_args(media, watermark=True), tasks=True)["taskId"]
+    wire.ask_approval(task_id)
     declined = {"watermark-approval-1": {"action": "decline"}}
     wire.task("tasks/update", task_id, params={"inputResponses": declined})
     done = wire.task("tasks/get", task_id)["result"]["result"]
     assert done["structuredContent"]["code"] == "watermark_rejected"
     assert done["content"][0]["text"].startswith("User rejected the watermark ('User declined the approval form.')")
-    other = wire.tool(RENDER, render_args(), tasks=True)["taskId"]
+    other = wire.tool(RENDER, render_args(media), tasks=True)["taskId"]
     wire.task("tasks/cancel", other)
+    wire.apply_cancel(other)
     assert wire.task("tasks/get", other)["result"]["status"] == "cancelled"
     for method in ("tasks/get", "tasks/cancel"):
         foreign = wire.task(method, task_id, token="tok-bob")["error"]
@@ -392,18 +414,17 @@ def test_task_cancel_decline_and_foreign_ids(wire):
     assert missing_capability["code"] == -32021
 
 
-def test_subscriptions_listen_streams_each_change_then_the_result(wire):
-    task_id = wire.tool(RENDER, render_args(), tasks=True)["taskId"]
+def test_subscriptions_listen_streams_each_change_then_the_result(wire, media):
+    task_id = wire.tool(RENDER, render_args(media), tasks=True)["taskId"]
     params = {"_meta": meta(tasks=True), "notifications": {"taskIds": [task_id, "task_unknown"]}}
     body = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params}
-    wire.service.listening.clear()
-    with ThreadPoolExecutor(1) as pool:
-        stream = pool.submit(send, wire, body, {"Mcp-Method": "subscriptions/listen"})
-        assert wire.service.listening.wait(30), "the stream never started waiting for changes"
-        wire.run(wire.service.progress(task_id, 10, 90, fps=30.0))
-        wire.run(wire.service.succeed(task_id))
-        response = stream.result(timeout=60)
-    events = [json.loads(line[len("data: ") :]) for line in response.text.splitlines() if line.startswith("data: ")]
+    with wire.stream(body, wire.headers("subscriptions/listen")) as stream:
+        # The acknowledgement follows the stream's look-up of its tasks: each change from here on is one to send.
+        events = [stream.next_event()]
+        wire.progress(task_id, 10, 90, fps=30.0)
+        wire.succeed(task_id)
+        events += stream.rest()
+    assert stream.status == 200
     assert events[0]["method"] == "notifications/subscriptions/acknowledged"
     assert events[0]["params"]["notifications"] == {"taskIds": [task_id]}
     tasks = [event["params"] for event in events if event.get("method") == "notifications/tasks"]
@@ -426,15 +447,15 @@ def test_configured_limits_and_durations(tmp_path):
         result_retention_s=2 * 86_400,
         approval_timeout_s=90,
     ) as wire:
-        add_assets(wire)
-        task_id = wire.tool(RENDER, render_args(), tasks=True)["taskId"]
-        quota = wire.tool(RENDER, render_args())["structuredContent"]
+        media = wire.media
+        task_id = wire.tool(RENDER, render_args(media), tasks=True)["taskId"]
+        quota = wire.tool(RENDER, render_args(media))["structuredContent"]
         assert (quota["code"], quota["temporary"], quota["retry_after_ms"]) == ("render_quota_exceeded", True, 1000)
         expired = wire.task("tasks/get", task_id)["error"]
         assert (expired["code"], expired["message"]) == (-32602, "Unknown or expired task.")
         assert expired["data"]["machine_code"] == "task_expired" and expired["data"]["details"]["value"] == task_id
         assert expired["data"]["human_message"].endswith("remain reachable for 2 days.")
-        wire.run(wire.service.succeed(task_id))
+        wire.succeed(task_id)
         uri = f"vidforge://videos/{task_id}/final.mp4"
         too_large = wire.call("resources/read", {"uri": uri}, uri)["error"]
         assert too_large["data"]["machine_code"] == "resource_too_large" and too_large["data"]["uri"] == uri
@@ -465,10 +486,10 @@ def test_generated_requests_never_get_a_5xx(wire):
 # -- the contract's eval fixtures -------------------------------------------------------------------------
 
 
-def test_forced_error_per_tool_carries_the_full_envelope(wire):
+def test_forced_error_per_tool_carries_the_full_envelope(wire, media):
     keys = {"code", "message", "details", "temporary", "retry_after_ms", "repair", "request_id", "fingerprint"}
     forced = {
-        RENDER: render_args(source_asset_uri="vidforge://assets/a_" + "0" * 24),
+        RENDER: render_args(media, source_asset_uri="vidforge://assets/a_" + "0" * 24),
         STATUS: {"render_id": "task_missing"},
         APPROVE: {"render_id": "task_missing", "approved": True},
         CANCEL: {"render_id": "task_missing"},
@@ -484,4 +505,4 @@ def test_forced_error_per_tool_carries_the_full_envelope(wire):
 
 
 def test_discovery_stays_under_the_documented_size_budget(wire):
-    assert len(wire.post("tools/list").content) < 24 * 1024  # README: the serialized tools/list
+    assert len(wire.post("tools/list").content) < 24 * 1024  # docs/design.md: the serialized tools/list

@@ -69,7 +69,6 @@ def source_info(video_codec: str = "h264", pixel_format: str = "yuv420p") -> Sou
     )
 
 
-@pytest.mark.fast
 def test_probe_refuses_nvdec_without_a_gpu_and_says_why():
     refusal = nvdec_refusal("h264", 1600, 900, "yuv420p")
     assert nvdec_refusal("h264", 1600, 900, "yuv420p") is refusal  # cached
@@ -82,7 +81,6 @@ def test_probe_refuses_nvdec_without_a_gpu_and_says_why():
     assert nvdec_refusal("h264", 321, 181, "yuv444p") == "NVDEC is used for 4:2:0 sources only, not yuv444p"
 
 
-@pytest.mark.fast
 def test_select_video_decoder_follows_the_probe():
     info = source_info()
     # GPU node where h264_cuvid opens: the probe's answer is None (no refusal) -> NVDEC.
@@ -98,7 +96,6 @@ def test_select_video_decoder_follows_the_probe():
     assert choose_video_decoder(info) == ("h264_cuvid" if cuvid_opens_here() else None)
 
 
-@pytest.mark.fast
 def test_spec_takes_only_nvdec_decoders():
     assert RenderSpec("mp4", "720p", video_decoder="hevc_cuvid").video_decoder == "hevc_cuvid"
     with pytest.raises(ValueError, match="video_decoder must be one of"):
@@ -111,6 +108,7 @@ def render_serially(source: str, spec: RenderSpec, out_path: str, workers: int) 
     mux_segments(segments, encode_audio(source, spec.output_format), spec.output_format, out_path, info.fps)
 
 
+@pytest.mark.slow  # encodes and decodes its segments
 def test_segments_decode_as_chosen_here_with_the_software_paths_frames(clip, tmp_path):
     """The spec a GPU node's choice gives (here: software) renders the same frames as software decoding, over
     three segments (two seeks): identical without NVDEC, same count and close pixels with it."""

@@ -20,8 +20,6 @@ from serve_app.ingress.origin import OriginGuard, OriginPolicy
 from serve_app.ingress.review.pages import SECURITY_HEADERS, STYLESHEET_PATH
 from serve_app.ingress.review.routes import review_routes
 
-pytestmark = pytest.mark.fast
-
 SECRET_TOKEN = "tok-front-page-secret-0123456789"
 REVIEW_KEY = "front-page-review-key-" + "k" * 32
 

@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.fast
-
-
 ROOT = Path(__file__).resolve().parent.parent
 ROOMS = ("serve_app", "actors", "media_store", "render_kernels", "mcp_protocol")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")

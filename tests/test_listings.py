@@ -4,7 +4,6 @@ on a real media store. Over HTTP, with the CLI: tests/test_cli_render.py."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 
 import pytest
@@ -16,8 +15,6 @@ from media_store.assets import AssetIndex
 from serve_app.config import Config
 from serve_app.media.assets import AssetStore
 from tests.media import make_clip, make_watermark_png
-
-pytestmark = pytest.mark.fast
 
 T0 = 1_785_333_731.0
 REQUEST = RenderRequest(source_asset_uri="vidforge://assets/a_1", output_format="mp4", resolution="720p")
@@ -42,32 +39,30 @@ def pages(fetch, limit: int) -> list[list]:
         before = page[-1]
 
 
-def test_a_principal_lists_its_own_renders_newest_first_page_by_page(tmp_path):
-    async def scenario():
-        clock = Clock()
-        config = Config(data_dir=str(tmp_path), sweep_interval_s=3600, max_concurrent_renders=100)
-        registry = TaskRegistry(config.registry_settings(), clock)
-        alice = []
-        for step in range(7):
-            clock.now = T0 + step // 2  # two created in the same millisecond each time: the id orders them
-            alice.append((await registry.create("alice", REQUEST)).task)
-            await registry.create("bob", REQUEST)
-        newest_first = sorted(alice, key=lambda rec: (rec.created_at_ms, rec.task_id), reverse=True)
+@pytest.mark.anyio
+async def test_a_principal_lists_its_own_renders_newest_first_page_by_page(tmp_path):
+    clock = Clock()
+    config = Config(data_dir=str(tmp_path), sweep_interval_s=3600, max_concurrent_renders=100)
+    registry = TaskRegistry(config.registry_settings(), clock)
+    alice = []
+    for step in range(7):
+        clock.now = T0 + step // 2  # two created in the same millisecond each time: the id orders them
+        alice.append((await registry.create("alice", REQUEST)).task)
+        await registry.create("bob", REQUEST)
+    newest_first = sorted(alice, key=lambda rec: (rec.created_at_ms, rec.task_id), reverse=True)
 
-        listed = []
-        before = None
-        while True:
-            page = await registry.list_owned("alice", 3, before)
-            listed.append([rec.task_id for rec in page])
-            if len(page) < 3:
-                break
-            before = (page[-1].created_at_ms, page[-1].task_id)
-        assert [len(page) for page in listed] == [3, 3, 1]
-        assert [task_id for page in listed for task_id in page] == [rec.task_id for rec in newest_first]
-        assert all(rec.principal == "bob" for rec in await registry.list_owned("bob", 100))
-        assert await registry.list_owned("mallory", 100) == []
-
-    asyncio.run(scenario())
+    listed = []
+    before = None
+    while True:
+        page = await registry.list_owned("alice", 3, before)
+        listed.append([rec.task_id for rec in page])
+        if len(page) < 3:
+            break
+        before = (page[-1].created_at_ms, page[-1].task_id)
+    assert [len(page) for page in listed] == [3, 3, 1]
+    assert [task_id for page in listed for task_id in page] == [rec.task_id for rec in newest_first]
+    assert all(rec.principal == "bob" for rec in await registry.list_owned("bob", 100))
+    assert await registry.list_owned("mallory", 100) == []
 
 
 def test_the_renders_listing_is_served_by_an_index_on_the_principal(tmp_path):

@@ -9,7 +9,6 @@ of them alike, and the rest is what only a real server has: the SDK client, rest
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
@@ -36,26 +35,24 @@ def sdk_client(server, token=ALICE) -> Client:
     return Client(streamable_http_client(server.url, http_client=http), mode=PROTOCOL, cache=None)
 
 
-def test_sdk_client_happy_paths(server):
-    async def scenario():
-        async with sdk_client(server) as client:
-            tools = await client.list_tools()
-            assert [t.name for t in tools.tools] == TOOL_NAMES
-            caps = await client.call_tool("vidforge_get_capabilities", {})
-            assert caps.is_error is False
-            assert caps.structured_content["server"]["name"] == "vidforge"
-            resources = await client.list_resources()
-            assert [str(r.uri) for r in resources.resources] == ["vidforge://capabilities"]
-            templates = await client.list_resource_templates()
-            assert {t.uri_template for t in templates.resource_templates} == {
-                "vidforge://videos/{render_id}/final.{ext}",
-                "vidforge://renders/{render_id}/watermark-preview.png",
-            }
-            read = await client.read_resource("vidforge://capabilities")
-            summary = json.loads(read.contents[0].text)
-            assert summary == caps.structured_content
-
-    asyncio.run(scenario())
+@pytest.mark.anyio
+async def test_sdk_client_happy_paths(server):
+    async with sdk_client(server) as client:
+        tools = await client.list_tools()
+        assert [t.name for t in tools.tools] == TOOL_NAMES
+        caps = await client.call_tool("vidforge_get_capabilities", {})
+        assert caps.is_error is False
+        assert caps.structured_content["server"]["name"] == "vidforge"
+        resources = await client.list_resources()
+        assert [str(r.uri) for r in resources.resources] == ["vidforge://capabilities"]
+        templates = await client.list_resource_templates()
+        assert {t.uri_template for t in templates.resource_templates} == {
+            "vidforge://videos/{render_id}/final.{ext}",
+            "vidforge://renders/{render_id}/watermark-preview.png",
+        }
+        read = await client.read_resource("vidforge://capabilities")
+        summary = json.loads(read.contents[0].text)
+        assert summary == caps.structured_content
 
 
 def test_tools_list_is_byte_identical_across_calls_and_restarts(open_server):

@@ -20,8 +20,6 @@ from serve_app.observability import metric
 from serve_app.observability.aggregate import GAUGE_TTL_S, Aggregate, PrincipalLabels
 from serve_app.observability.catalog import ALL_METRICS, QUEUE_DEPTH, RENDER_DURATION, RENDERS_CREATED
 
-pytestmark = pytest.mark.fast
-
 
 @pytest.fixture
 def recording(monkeypatch):

@@ -16,14 +16,15 @@ from types import SimpleNamespace
 import pytest
 import ray
 
+from actors import REGISTRY_NAME
 from mcp_protocol.domain import RenderRequest, TaskRecord
 from serve_app.config import Config
-from serve_app.handles import registry_handle
+from serve_app.handles import registry_client
 from serve_app.media.assets import AssetStore
 from serve_app.rendering.supervisor import RenderSupervisor
 from tests.media import make_clip, make_watermark_png
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 CPUS = 2
 DEADLINE_S = 240.0  # generous: the machine running the tests may be loaded
@@ -38,7 +39,7 @@ def env(tmp_path_factory):
     config = Config.from_env(data_dir=str(root / "data")).model_copy(
         update={"namespace": namespace, "render_workers": 2}
     )
-    registry = registry_handle(config)
+    registry = registry_client(config)
     try:
         assets = AssetStore(config)
         clip = make_clip(str(root / "clip.mp4"), seconds=20.0, width=640, height=360)
@@ -46,19 +47,16 @@ def env(tmp_path_factory):
         logo = assets.add_file(make_watermark_png(str(root / "logo.png")), PRINCIPAL).uri
         yield SimpleNamespace(config=config, registry=registry, source=source, logo=logo)
     finally:
-        ray.kill(registry)  # detached: it would outlive this module otherwise
+        ray.kill(ray.get_actor(REGISTRY_NAME, namespace=namespace))  # detached: it would outlive this module otherwise
         ray.shutdown()
 
 
-def drive(env, scenario):
-    """Run `scenario(supervisor)` on one event loop with a fresh supervisor (which resumes on construction)."""
-
-    async def main():
-        supervisor = RenderSupervisor(env.config.to_json())
-        await supervisor.ready()
-        return await scenario(supervisor)
-
-    return asyncio.run(main())
+@pytest.fixture
+async def supervisor(env):
+    """A fresh RenderSupervisor on the test's event loop (it resumes on construction)."""
+    supervisor = RenderSupervisor(env.config.to_json())
+    await supervisor.ready()
+    return supervisor
 
 
 async def create(env, watermark: bool = False) -> str:
@@ -66,13 +64,13 @@ async def create(env, watermark: bool = False) -> str:
     args = {"source_asset_uri": env.source, "output_format": "mp4", "resolution": "720p"}
     if watermark:
         args["watermark"] = {"image_asset_uri": env.logo, "position": "bottom_right", "opacity": 0.6}
-    return (await env.registry.create.remote(PRINCIPAL, RenderRequest.model_validate(args))).task.task_id
+    return (await env.registry.create(PRINCIPAL, RenderRequest.model_validate(args))).task.task_id
 
 
 async def wait_for(env, task_id: str, condition, what: str) -> TaskRecord:
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        rec = await env.registry.get_any.remote(task_id)
+        rec = await env.registry.get_any(task_id)
         if condition(rec):
             return rec
         assert time.monotonic() < deadline, f"timed out waiting for {what}: {rec.status} {rec.status_message}"
@@ -88,40 +86,33 @@ async def ended_cancelled(env, supervisor: RenderSupervisor, task_id: str) -> No
         assert time.monotonic() < deadline, "the driver never stopped"
         await asyncio.sleep(0.2)
     assert not (Path(env.config.data_dir) / "artifacts" / task_id).exists()
-    assert await env.registry.count_active.remote(PRINCIPAL) == 0
+    assert await env.registry.count_active(PRINCIPAL) == 0
 
 
-def test_cancel_before_the_drivers_first_checkpoint_is_applied(env):
-    async def scenario(supervisor):
-        task_id = await create(env)
-        await env.registry.request_cancel.remote(PRINCIPAL, task_id)  # the service records the intent first,
-        await supervisor.start(task_id)  # a start arrives (launching a driver that has not run a step yet),
-        await supervisor.cancel(task_id)  # and the cancel lands before the driver's bump_attempt
-        await ended_cancelled(env, supervisor, task_id)
-
-    drive(env, scenario)
+@pytest.mark.anyio
+async def test_cancel_before_the_drivers_first_checkpoint_is_applied(env, supervisor):
+    task_id = await create(env)
+    await env.registry.request_cancel(PRINCIPAL, task_id)  # the service records the intent first,
+    await supervisor.start(task_id)  # a start arrives (launching a driver that has not run a step yet),
+    await supervisor.cancel(task_id)  # and the cancel lands before the driver's bump_attempt
+    await ended_cancelled(env, supervisor, task_id)
 
 
-def test_a_cancel_intent_alone_stops_a_render_while_it_encodes(env):
+@pytest.mark.anyio
+async def test_a_cancel_intent_alone_stops_a_render_while_it_encodes(env, supervisor):
     """The replica that recorded the cancel died before it reached the supervisor: the driver sees
     `cancel_requested` at its next progress report."""
-
-    async def scenario(supervisor):
-        task_id = await create(env)
-        await supervisor.start(task_id)
-        await wait_for(env, task_id, lambda r: r.frames_done > 0, "frames to be encoded")
-        await env.registry.request_cancel.remote(PRINCIPAL, task_id)
-        await ended_cancelled(env, supervisor, task_id)
-
-    drive(env, scenario)
+    task_id = await create(env)
+    await supervisor.start(task_id)
+    await wait_for(env, task_id, lambda r: r.frames_done > 0, "frames to be encoded")
+    await env.registry.request_cancel(PRINCIPAL, task_id)
+    await ended_cancelled(env, supervisor, task_id)
 
 
-def test_a_cancel_intent_alone_stops_a_render_awaiting_approval(env):
-    async def scenario(supervisor):
-        task_id = await create(env, watermark=True)
-        await supervisor.start(task_id)
-        await wait_for(env, task_id, lambda r: r.status == "input_required", "the approval request")
-        await env.registry.request_cancel.remote(PRINCIPAL, task_id)
-        await ended_cancelled(env, supervisor, task_id)
-
-    drive(env, scenario)
+@pytest.mark.anyio
+async def test_a_cancel_intent_alone_stops_a_render_awaiting_approval(env, supervisor):
+    task_id = await create(env, watermark=True)
+    await supervisor.start(task_id)
+    await wait_for(env, task_id, lambda r: r.status == "input_required", "the approval request")
+    await env.registry.request_cancel(PRINCIPAL, task_id)
+    await ended_cancelled(env, supervisor, task_id)

@@ -222,6 +222,7 @@ def _hs256(secret: bytes, issuer: Issuer, now: int) -> str:
     return f"{header}.{claims}.{b64(mac)}"
 
 
+@pytest.mark.slow  # waits out a real 5 s cooldown
 def test_unknown_kid_refetches_the_jwks_at_most_once_per_cooldown():
     rotating = Issuer()
     try:

@@ -25,8 +25,6 @@ from serve_app.observability.catalog import ALL_METRICS
 from serve_app.observability.logs import JsonFormatter, log_context
 from tests.harness import REPO
 
-pytestmark = pytest.mark.fast
-
 DASHBOARD = REPO / "deploy" / "grafana" / "vidforge.json"
 EXPORTED = {m.name: m for m in ALL_METRICS}
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
@@ -154,17 +152,12 @@ def test_a_render_end_is_logged_once_by_the_registry_and_never_again_when_read(t
     )
 
 
-class _Method:
+class _Registry:
     def __init__(self, answer):
         self.answer = answer
 
-    def remote(self, *args):
-        return self.answer()
-
-
-class _Registry:
-    def __init__(self, answer):
-        self.get_any = _Method(answer)
+    async def get_any(self, task_id):
+        return await self.answer()
 
 
 class _Store:

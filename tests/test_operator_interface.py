@@ -30,6 +30,7 @@ def run_cli(*args, data_dir):
     return run_vidforge("assets", "add", *args, "--data-dir", str(data_dir), timeout=120)
 
 
+@pytest.mark.slow  # `vidforge assets add` processes (each starts Python, PyAV, Ray imports)
 def test_assets_add_prints_uri_last_and_rejects_unreadable_files(tmp_path):
     clip = make_clip(str(tmp_path / "clip.mp4"), seconds=1.0)
     logo = make_watermark_png(str(tmp_path / "logo.png"))

@@ -15,8 +15,6 @@ from mcp_protocol.domain import RenderRequest, TaskRecord
 from serve_app.config import Config
 from serve_app.ingress.record_mirror import RecordMirror
 
-pytestmark = pytest.mark.fast
-
 REQUEST = RenderRequest(source_asset_uri="vidforge://assets/a_1", output_format="mp4", resolution="720p")
 WAIT_S = 0.2  # the mirror's long poll, short so a test's change of registry or fault is picked up soon
 DEADLINE_S = 30.0
@@ -98,139 +96,123 @@ async def live_mirror(tmp_path, capacity: int = 100):
         yield reg, feed, mirror
 
 
-def test_a_mirrored_record_is_refreshed_by_the_feed(tmp_path):
-    async def scenario():
-        async with live_mirror(tmp_path) as (reg, feed, mirror):
-            task = await new_task(reg)
-            assert await mirror.get("alice", task.task_id) == task and task.task_id in mirror
-            reads = feed.reads
-            waiting = await reg.request_input(task.task_id, 60)
-            assert await mirrored(mirror, task.task_id, lambda rec: rec.status == "input_required") == waiting
-            await reg.answer_input("alice", task.task_id, True)
-            resumed = await mirrored(mirror, task.task_id, lambda rec: rec.status == "working")
-            assert resumed == await reg.get("alice", task.task_id) and resumed.approval.approved
-            assert feed.reads == reads  # every answer since the first came from the mirror
-
-    asyncio.run(scenario())
+@pytest.mark.anyio
+async def test_a_mirrored_record_is_refreshed_by_the_feed(tmp_path):
+    async with live_mirror(tmp_path) as (reg, feed, mirror):
+        task = await new_task(reg)
+        assert await mirror.get("alice", task.task_id) == task and task.task_id in mirror
+        reads = feed.reads
+        waiting = await reg.request_input(task.task_id, 60)
+        assert await mirrored(mirror, task.task_id, lambda rec: rec.status == "input_required") == waiting
+        await reg.answer_input("alice", task.task_id, True)
+        resumed = await mirrored(mirror, task.task_id, lambda rec: rec.status == "working")
+        assert resumed == await reg.get("alice", task.task_id) and resumed.approval.approved
+        assert feed.reads == reads  # every answer since the first came from the mirror
 
 
-def test_a_foreign_task_answers_like_an_unknown_one_and_unknown_is_never_mirrored(tmp_path):
-    async def scenario():
-        async with live_mirror(tmp_path) as (reg, feed, mirror):
-            task = await new_task(reg, "alice")
-            assert await mirror.get("mallory", task.task_id) is None  # read through: nothing mirrored yet
-            assert task.task_id not in mirror
+@pytest.mark.anyio
+async def test_a_foreign_task_answers_like_an_unknown_one_and_unknown_is_never_mirrored(tmp_path):
+    async with live_mirror(tmp_path) as (reg, feed, mirror):
+        task = await new_task(reg, "alice")
+        assert await mirror.get("mallory", task.task_id) is None  # read through: nothing mirrored yet
+        assert task.task_id not in mirror
+        assert await mirror.get("alice", task.task_id) == task
+        reads = feed.reads
+        assert await mirror.get("mallory", task.task_id) is None  # from the mirror, by the registry's rule
+        assert feed.reads == reads
+        for _ in range(2):
+            assert await mirror.get("alice", "task_doesnotexist") is None
+        assert feed.reads == reads + 2 and len(mirror) == 1
+        # a task created elsewhere (another replica) after the mirror went live is visible at once
+        later = await new_task(reg, "alice")
+        assert await mirror.get("alice", later.task_id) == later
+
+
+@pytest.mark.anyio
+async def test_a_read_behind_an_applied_change_is_answered_but_not_kept(tmp_path):
+    async with live_mirror(tmp_path) as (reg, feed, mirror):
+        task = await new_task(reg)
+        await applied(feed, reg)
+        feed.hold_reads = asyncio.Event()
+        reader = asyncio.create_task(mirror.get("alice", task.task_id))
+        await until(lambda: feed.reads == 1, "the registry answering the read")
+        # The task changes, and the mirror applies the change, before the read's answer lands: the change
+        # found the task not mirrored (so it was not applied to it) and the read does not show it.
+        progressed = await reg.set_progress(task.task_id, 5, 10)
+        await applied(feed, reg)
+        feed.hold_reads.set()
+        assert await reader == task
+        assert task.task_id not in mirror
+        feed.hold_reads = None
+        assert await mirror.get("alice", task.task_id) == progressed and task.task_id in mirror
+        assert feed.reads == 2
+
+
+@pytest.mark.anyio
+async def test_a_write_through_this_replica_drops_its_task(tmp_path):
+    async with live_mirror(tmp_path) as (reg, feed, mirror):
+        task = await new_task(reg)
+        await mirror.get("alice", task.task_id)
+        cancelling = await reg.request_cancel("alice", task.task_id)
+        mirror.forget(task.task_id)  # as RayRenderService does once the write returned
+        assert task.task_id not in mirror
+        assert await mirror.get("alice", task.task_id) == cancelling and feed.reads == 2  # read your own write
+        # a read that overlapped a write is answered but not kept: it may predate the write
+        mirror.forget(task.task_id)
+        feed.hold_reads = asyncio.Event()
+        reader = asyncio.create_task(mirror.get("alice", task.task_id))
+        await until(lambda: feed.reads == 3, "the registry answering the read")
+        mirror.forget(task.task_id)
+        feed.hold_reads.set()
+        assert await reader == cancelling and task.task_id not in mirror
+
+
+@pytest.mark.anyio
+async def test_a_restarted_registry_resets_the_mirror(tmp_path):
+    async with live_mirror(tmp_path) as (reg, feed, mirror):
+        tasks = [await new_task(reg) for _ in range(2)]
+        for task in tasks:
+            await mirror.get("alice", task.task_id)
+        assert len(mirror) == 2
+        feed.registry = registry(tmp_path)  # the registry restarted: a new instance on the same store
+        await until(lambda: len(mirror) == 0, "the mirror dropping everything")
+        await until(lambda: mirror.live, "the mirror live on the new registry")
+        recovered = await mirror.get("alice", tasks[0].task_id)
+        assert recovered == await feed.registry.get("alice", tasks[0].task_id)
+        assert recovered.version > tasks[0].version  # the new instance moved versions past unsaved bumps
+
+
+@pytest.mark.anyio
+async def test_a_failing_feed_empties_the_mirror_and_reads_go_through_until_it_answers(tmp_path):
+    async with live_mirror(tmp_path) as (reg, feed, mirror):
+        task = await new_task(reg)
+        await mirror.get("alice", task.task_id)
+        feed.failing = True
+        await until(lambda: not mirror.live and len(mirror) == 0, "the mirror dropping out")
+        for _ in range(2):
             assert await mirror.get("alice", task.task_id) == task
-            reads = feed.reads
-            assert await mirror.get("mallory", task.task_id) is None  # from the mirror, by the registry's rule
-            assert feed.reads == reads
-            for _ in range(2):
-                assert await mirror.get("alice", "task_doesnotexist") is None
-            assert feed.reads == reads + 2 and len(mirror) == 1
-            # a task created elsewhere (another replica) after the mirror went live is visible at once
-            later = await new_task(reg, "alice")
-            assert await mirror.get("alice", later.task_id) == later
-
-    asyncio.run(scenario())
+        assert feed.reads == 3 and len(mirror) == 0
+        feed.failing = False
+        await until(lambda: mirror.live, "the mirror live again")
+        await mirror.get("alice", task.task_id)
+        assert task.task_id in mirror
 
 
-def test_a_read_behind_an_applied_change_is_answered_but_not_kept(tmp_path):
-    async def scenario():
-        async with live_mirror(tmp_path) as (reg, feed, mirror):
-            task = await new_task(reg)
-            await applied(feed, reg)
-            feed.hold_reads = asyncio.Event()
-            reader = asyncio.create_task(mirror.get("alice", task.task_id))
-            await until(lambda: feed.reads == 1, "the registry answering the read")
-            # The task changes, and the mirror applies the change, before the read's answer lands: the change
-            # found the task not mirrored (so it was not applied to it) and the read does not show it.
-            progressed = await reg.set_progress(task.task_id, 5, 10)
-            await applied(feed, reg)
-            feed.hold_reads.set()
-            assert await reader == task
-            assert task.task_id not in mirror
-            feed.hold_reads = None
-            assert await mirror.get("alice", task.task_id) == progressed and task.task_id in mirror
-            assert feed.reads == 2
-
-    asyncio.run(scenario())
+@pytest.mark.anyio
+async def test_capacity_zero_turns_the_mirror_off(tmp_path):
+    reg, feed, mirror = follow(tmp_path, capacity=0)
+    async with mirror.following():
+        task = await new_task(reg)
+        for _ in range(3):
+            assert await mirror.get("alice", task.task_id) == task
+        assert feed.reads == 3 and feed.feed_calls == 0 and len(mirror) == 0
 
 
-def test_a_write_through_this_replica_drops_its_task(tmp_path):
-    async def scenario():
-        async with live_mirror(tmp_path) as (reg, feed, mirror):
-            task = await new_task(reg)
+@pytest.mark.anyio
+async def test_the_least_recently_read_record_goes_first(tmp_path):
+    async with live_mirror(tmp_path, capacity=2) as (reg, feed, mirror):
+        first, second, third = [await new_task(reg) for _ in range(3)]
+        for task in (first, second, first, third):
             await mirror.get("alice", task.task_id)
-            cancelling = await reg.request_cancel("alice", task.task_id)
-            mirror.forget(task.task_id)  # as RayRenderService does once the write returned
-            assert task.task_id not in mirror
-            assert await mirror.get("alice", task.task_id) == cancelling and feed.reads == 2  # read your own write
-            # a read that overlapped a write is answered but not kept: it may predate the write
-            mirror.forget(task.task_id)
-            feed.hold_reads = asyncio.Event()
-            reader = asyncio.create_task(mirror.get("alice", task.task_id))
-            await until(lambda: feed.reads == 3, "the registry answering the read")
-            mirror.forget(task.task_id)
-            feed.hold_reads.set()
-            assert await reader == cancelling and task.task_id not in mirror
-
-    asyncio.run(scenario())
-
-
-def test_a_restarted_registry_resets_the_mirror(tmp_path):
-    async def scenario():
-        async with live_mirror(tmp_path) as (reg, feed, mirror):
-            tasks = [await new_task(reg) for _ in range(2)]
-            for task in tasks:
-                await mirror.get("alice", task.task_id)
-            assert len(mirror) == 2
-            feed.registry = registry(tmp_path)  # the registry restarted: a new instance on the same store
-            await until(lambda: len(mirror) == 0, "the mirror dropping everything")
-            await until(lambda: mirror.live, "the mirror live on the new registry")
-            recovered = await mirror.get("alice", tasks[0].task_id)
-            assert recovered == await feed.registry.get("alice", tasks[0].task_id)
-            assert recovered.version > tasks[0].version  # the new instance moved versions past unsaved bumps
-
-    asyncio.run(scenario())
-
-
-def test_a_failing_feed_empties_the_mirror_and_reads_go_through_until_it_answers(tmp_path):
-    async def scenario():
-        async with live_mirror(tmp_path) as (reg, feed, mirror):
-            task = await new_task(reg)
-            await mirror.get("alice", task.task_id)
-            feed.failing = True
-            await until(lambda: not mirror.live and len(mirror) == 0, "the mirror dropping out")
-            for _ in range(2):
-                assert await mirror.get("alice", task.task_id) == task
-            assert feed.reads == 3 and len(mirror) == 0
-            feed.failing = False
-            await until(lambda: mirror.live, "the mirror live again")
-            await mirror.get("alice", task.task_id)
-            assert task.task_id in mirror
-
-    asyncio.run(scenario())
-
-
-def test_capacity_zero_turns_the_mirror_off(tmp_path):
-    async def scenario():
-        reg, feed, mirror = follow(tmp_path, capacity=0)
-        async with mirror.following():
-            task = await new_task(reg)
-            for _ in range(3):
-                assert await mirror.get("alice", task.task_id) == task
-            assert feed.reads == 3 and feed.feed_calls == 0 and len(mirror) == 0
-
-    asyncio.run(scenario())
-
-
-def test_the_least_recently_read_record_goes_first(tmp_path):
-    async def scenario():
-        async with live_mirror(tmp_path, capacity=2) as (reg, feed, mirror):
-            first, second, third = [await new_task(reg) for _ in range(3)]
-            for task in (first, second, first, third):
-                await mirror.get("alice", task.task_id)
-            assert len(mirror) == 2 and first.task_id in mirror and third.task_id in mirror
-            assert second.task_id not in mirror
-
-    asyncio.run(scenario())
+        assert len(mirror) == 2 and first.task_id in mirror and third.task_id in mirror
+        assert second.task_id not in mirror

@@ -23,14 +23,11 @@ from serve_app.launch.review_key import review_key_path, with_review_key
 from tests.fast_wire import FastWire, _LoopTransport, fast_wire
 from tests.harness import TASKS_EXT, validate
 
-pytestmark = pytest.mark.fast
-
 KEY = "test-review-key-" + "x" * 32
 RENDER = "vidforge_render_video"
 STATUS = "vidforge_get_render_status"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
-SOURCE, LOGO = "vidforge://assets/a_" + "1" * 24, "vidforge://assets/a_" + "2" * 24
 
 
 # -- the capability ----------------------------------------------------------------------------------------------
@@ -130,20 +127,18 @@ def meta_with(elicitation: dict | None) -> dict:
 @pytest.fixture
 def wire(tmp_path):
     with fast_wire(tmp_path, review_key=KEY, public_url="https://vf.example") as wire:
-        wire.service.add_asset(SOURCE, "alice", "video")
-        wire.service.add_asset(LOGO, "alice", "image")
         yield wire
 
 
 def awaiting_approval(wire: FastWire) -> str:
     args = {
-        "source_asset_uri": SOURCE,
+        "source_asset_uri": wire.media.video,
         "output_format": "mp4",
         "resolution": "720p",
-        "watermark": {"image_asset_uri": LOGO, "position": "top_left", "opacity": 0.5},
+        "watermark": {"image_asset_uri": wire.media.image, "position": "top_left", "opacity": 0.5},
     }
     task_id = wire.tool(RENDER, args, tasks=True)["taskId"]
-    wire.run(wire.service.ask_approval(task_id))
+    wire.ask_approval(task_id)
     return task_id
 
 
@@ -199,8 +194,6 @@ def test_a_url_mode_accept_is_not_a_decision(wire):
 
 def test_without_a_key_the_wire_names_only_the_resource(tmp_path):
     with fast_wire(tmp_path) as wire:
-        wire.service.add_asset(SOURCE, "alice", "video")
-        wire.service.add_asset(LOGO, "alice", "image")
         task_id = awaiting_approval(wire)
         task = get_task(wire, task_id, {"form": {}, "url": {}})
         assert task["inputRequests"]["watermark-approval-1"]["params"]["mode"] == "form"
@@ -214,7 +207,7 @@ class MemoryReviewBackend:
     """`ReviewBackend` over the fast lane's in-process registry (RayRenderService's, minus Ray and the store)."""
 
     def __init__(self, wire: FastWire) -> None:
-        self.registry = wire.service.registry
+        self.registry = wire.registry
 
     async def review_render(self, task_id: str) -> ReviewedRender | None:
         rec = await self.registry.get_any(task_id)

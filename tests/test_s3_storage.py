@@ -16,6 +16,8 @@ from media_store import s3 as s3_backend
 from render_kernels import RenderSpec, encode_segment, plan_segments, probe
 from tests.media import make_clip
 
+pytestmark = pytest.mark.slow  # a real S3 server process (moto)
+
 
 @pytest.fixture(scope="module")
 def store(s3_server):

@@ -244,7 +244,6 @@ def front():
     thread.join(DEADLINE_S)
 
 
-@pytest.mark.fast
 def test_a_body_trickling_below_the_minimum_rate_gets_408_though_it_never_idles_long(front):
     """A byte every 0.1 s keeps each wait far below the 5 s idle deadline, which alone would let the trickle hold
     its slot for good; past the grace the body must average 100 bytes/s, so the trickle is answered 408 before its

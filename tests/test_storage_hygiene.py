@@ -30,6 +30,8 @@ from serve_app.media.assets import Asset, AssetStore
 from tests.harness import ServerProcess, Wire, poll_task, wait_until
 from tests.media import make_clip, make_watermark_png
 
+pytestmark = pytest.mark.slow  # `vidforge serve` processes, a full disk
+
 DAY_S = 86_400
 TOKENS = {"tok-a": "alice", "tok-c": "carol", "tok-d": "dave"}
 RENDER = {"output_format": "mp4", "resolution": "720p"}
@@ -114,7 +116,7 @@ def seeded(tmp_path_factory) -> Seeded:
     root = tmp_path_factory.mktemp("seeded")
     data_dir = root / "data"
     assets, artifacts = data_dir / "assets", data_dir / "artifacts"
-    old_ids, recent_id = _seed_registry(data_dir, SEEDED_OLD)
+    old_ids, recent_id = asyncio.run(seed_registry(data_dir, SEEDED_OLD))
     clip = make_clip(str(root / "clip.mp4"), seconds=1)
     stored = AssetStore(Config.from_env(data_dir=str(data_dir))).add_file(clip, "alice")
 
@@ -154,31 +156,27 @@ def server(seeded, retention_media):
         yield proc
 
 
-def _seed_registry(data_dir, old: int) -> tuple[list[str], str]:
+async def seed_registry(data_dir, old: int) -> tuple[list[str], str]:
     """`old` completed renders 30 days past, each with its video on disk, and one finished a minute ago."""
+    now = time.time()
+    clock = {"now": now - 30 * DAY_S}
+    registry = TaskRegistry(
+        Config(data_dir=str(data_dir), sweep_interval_s=3600).registry_settings(), lambda: clock["now"]
+    )
+    request = RenderRequest(source_asset_uri="vidforge://assets/a_" + "0" * 24, **RENDER)
 
-    async def seed() -> tuple[list[str], str]:
-        now = time.time()
-        clock = {"now": now - 30 * DAY_S}
-        registry = TaskRegistry(
-            Config(data_dir=str(data_dir), sweep_interval_s=3600).registry_settings(), lambda: clock["now"]
-        )
-        request = RenderRequest(source_asset_uri="vidforge://assets/a_" + "0" * 24, **RENDER)
+    async def completed() -> str:
+        task_id = (await registry.create("alice", request)).task.task_id
+        video = data_dir / "artifacts" / task_id / "final.mp4"
+        video.parent.mkdir(parents=True)
+        video.write_bytes(b"\x00" * 64)
+        artifact = Artifact(ext="mp4", size_bytes=64, duration_s=1.0, finished_at_ms=int(clock["now"] * 1000))
+        await registry.finish(task_id, Succeeded(artifact=artifact))
+        return task_id
 
-        async def completed() -> str:
-            task_id = (await registry.create("alice", request)).task.task_id
-            video = data_dir / "artifacts" / task_id / "final.mp4"
-            video.parent.mkdir(parents=True)
-            video.write_bytes(b"\x00" * 64)
-            artifact = Artifact(ext="mp4", size_bytes=64, duration_s=1.0, finished_at_ms=int(clock["now"] * 1000))
-            await registry.finish(task_id, Succeeded(artifact=artifact))
-            return task_id
-
-        old_ids = [await completed() for _ in range(old)]
-        clock["now"] = now - 60
-        return old_ids, await completed()
-
-    return asyncio.run(seed())
+    old_ids = [await completed() for _ in range(old)]
+    clock["now"] = now - 60
+    return old_ids, await completed()
 
 
 def test_start_removes_crash_leftovers_and_the_sweep_deletes_in_batches_while_tasks_get_answers(server, seeded):
@@ -251,27 +249,23 @@ def test_retention_spares_assets_in_use_and_the_quota_refuses_until_a_deletion_f
     assert accepted.status_code == 201, accepted.text
 
 
-def test_a_sweep_pass_deletes_at_most_one_batch_and_the_registry_answers_during_it(tmp_path):
+@pytest.mark.anyio
+async def test_a_sweep_pass_deletes_at_most_one_batch_and_the_registry_answers_during_it(tmp_path):
     data_dir = tmp_path / "data"
-    old_ids, recent_id = _seed_registry(data_dir, 25)
-
-    async def scenario() -> list[int]:
-        registry = TaskRegistry(
-            Config(data_dir=str(data_dir), sweep_interval_s=3600, sweep_batch=10).registry_settings()
-        )
-        deleted = []
-        while True:
-            sweeping = asyncio.create_task(registry.sweep())
-            await asyncio.sleep(0)  # the pass runs up to its first file work, in a thread
-            assert not sweeping.done()
-            assert (await registry.get("alice", recent_id)).status == "completed"  # answered meanwhile
-            report = await sweeping
-            deleted.append(report.tasks_deleted)
-            assert report.backlog == (report.tasks_deleted == 10)
-            if not report.backlog:
-                return deleted
-
-    assert asyncio.run(scenario()) == [10, 10, 5]
+    old_ids, recent_id = await seed_registry(data_dir, 25)
+    registry = TaskRegistry(Config(data_dir=str(data_dir), sweep_interval_s=3600, sweep_batch=10).registry_settings())
+    deleted = []
+    backlog = True
+    while backlog:
+        sweeping = asyncio.create_task(registry.sweep())
+        await asyncio.sleep(0)  # the pass runs up to its first file work, in a thread
+        assert not sweeping.done()
+        assert (await registry.get("alice", recent_id)).status == "completed"  # answered meanwhile
+        report = await sweeping
+        deleted.append(report.tasks_deleted)
+        backlog = report.backlog
+        assert backlog == (report.tasks_deleted == 10)
+    assert deleted == [10, 10, 5]
     assert not any((data_dir / "artifacts" / task_id).exists() for task_id in old_ids)
     assert (data_dir / "artifacts" / recent_id / "final.mp4").exists()
 

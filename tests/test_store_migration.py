@@ -26,8 +26,6 @@ from mcp_protocol.envelope import VidforgeError, tool_error_result
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.results import end_result, render_success_result
 
-pytestmark = pytest.mark.fast
-
 RETENTION_S = 604_800
 T_MS = 1_785_333_731_000
 ARGUMENTS = {

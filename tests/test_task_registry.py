@@ -28,8 +28,6 @@ from mcp_protocol.domain import (
 )
 from serve_app.config import Config
 
-pytestmark = pytest.mark.fast
-
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
 HOUR_S = 3600
 DAY_S = 24 * HOUR_S
@@ -67,10 +65,6 @@ def make(tmp_path, clock=None, **config):
     return TaskRegistry(settings(tmp_path, **config).registry_settings(), clock or FakeClock())
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
 def request(**changes) -> RenderRequest:
     return REQUEST.model_copy(update=changes)
 
@@ -96,51 +90,45 @@ async def task_in(reg, status):
 # -- creation ------------------------------------------------------------------------------------------
 
 
-def test_create_returns_a_working_queued_record(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        created = await reg.create("alice", request(resolution="1080p", idempotency_key="k1"))
-        task = created.task
-        assert created.created is True
-        assert re.fullmatch(r"task_[a-z2-7]{26}", task.task_id)
-        assert task.principal == "alice"
-        assert task.request == request(resolution="1080p", idempotency_key="k1")
-        assert task.status == "working" and task.phase == "queued"
-        assert task.status_message == "Render queued; encoding starts shortly."
-        assert task.created_at_ms == task.last_updated_at_ms == int(T0 * 1000)
-        assert task.ttl_ms == 86_400_000 and task.poll_interval_ms == 10_000
-        assert task.version == 1 and task.attempt == 0 and task.input_seq == 0
-        assert task.end is task.artifact is task.approval is task.pending is None
-        assert await reg.get("alice", task.task_id) == task
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_create_returns_a_working_queued_record(tmp_path):
+    reg = make(tmp_path)
+    created = await reg.create("alice", request(resolution="1080p", idempotency_key="k1"))
+    task = created.task
+    assert created.created is True
+    assert re.fullmatch(r"task_[a-z2-7]{26}", task.task_id)
+    assert task.principal == "alice"
+    assert task.request == request(resolution="1080p", idempotency_key="k1")
+    assert task.status == "working" and task.phase == "queued"
+    assert task.status_message == "Render queued; encoding starts shortly."
+    assert task.created_at_ms == task.last_updated_at_ms == int(T0 * 1000)
+    assert task.ttl_ms == 86_400_000 and task.poll_interval_ms == 10_000
+    assert task.version == 1 and task.attempt == 0 and task.input_seq == 0
+    assert task.end is task.artifact is task.approval is task.pending is None
+    assert await reg.get("alice", task.task_id) == task
 
 
-def test_returned_records_cannot_change_the_registrys(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task = await new_task(reg)
-        with pytest.raises(ValueError):  # pydantic's frozen-instance error
-            task.status = "completed"
-        with pytest.raises(ValueError):
-            task.request.source_asset_uri = "tampered"
-        stored = await reg.get_any(task.task_id)
-        assert stored.status == "working" and stored.request.source_asset_uri == "vidforge://assets/a_1"
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_returned_records_cannot_change_the_registrys(tmp_path):
+    reg = make(tmp_path)
+    task = await new_task(reg)
+    with pytest.raises(ValueError):  # pydantic's frozen-instance error
+        task.status = "completed"
+    with pytest.raises(ValueError):
+        task.request.source_asset_uri = "tampered"
+    stored = await reg.get_any(task.task_id)
+    assert stored.status == "working" and stored.request.source_asset_uri == "vidforge://assets/a_1"
 
 
-def test_foreign_task_reads_like_an_unknown_one(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task = await new_task(reg, "alice")
-        assert await reg.get("mallory", task.task_id) is None
-        assert await reg.get("mallory", "task_doesnotexist") is None
-        assert await reg.request_cancel("mallory", task.task_id) is None
-        assert await reg.get_artifact("mallory", task.task_id) is None
-        assert await reg.get_any("task_doesnotexist") is None
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_foreign_task_reads_like_an_unknown_one(tmp_path):
+    reg = make(tmp_path)
+    task = await new_task(reg, "alice")
+    assert await reg.get("mallory", task.task_id) is None
+    assert await reg.get("mallory", "task_doesnotexist") is None
+    assert await reg.request_cancel("mallory", task.task_id) is None
+    assert await reg.get_artifact("mallory", task.task_id) is None
+    assert await reg.get_any("task_doesnotexist") is None
 
 
 # -- state machine ---------------------------------------------------------------------------------------
@@ -165,55 +153,49 @@ def fields_for(status):
 
 
 @pytest.mark.parametrize(("start", "target"), LEGAL)
-def test_legal_transitions(tmp_path, start, target):
-    async def scenario():
-        reg = make(tmp_path)
-        task = await task_in(reg, start)
-        moved = await reg.transition(task.task_id, target, **fields_for(target), status_message="moved")
-        assert moved.status == target
-        assert moved.version == task.version + 1
-        if target in TERMINAL_END:
-            assert moved.phase == "done" and moved.pending is None and moved.end == TERMINAL_END[target]
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_legal_transitions(tmp_path, start, target):
+    reg = make(tmp_path)
+    task = await task_in(reg, start)
+    moved = await reg.transition(task.task_id, target, **fields_for(target), status_message="moved")
+    assert moved.status == target
+    assert moved.version == task.version + 1
+    if target in TERMINAL_END:
+        assert moved.phase == "done" and moved.pending is None and moved.end == TERMINAL_END[target]
 
 
 @pytest.mark.parametrize("start", ["completed", "cancelled"])
 @pytest.mark.parametrize("target", STATUSES)
-def test_terminal_states_never_change(tmp_path, start, target):
-    async def scenario():
-        reg = make(tmp_path)
-        task = await task_in(reg, start)
-        with pytest.raises(InvalidTransition):
-            await reg.transition(task.task_id, target, **fields_for(target))
-        assert await reg.get_any(task.task_id) == task
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_terminal_states_never_change(tmp_path, start, target):
+    reg = make(tmp_path)
+    task = await task_in(reg, start)
+    with pytest.raises(InvalidTransition):
+        await reg.transition(task.task_id, target, **fields_for(target))
+    assert await reg.get_any(task.task_id) == task
 
 
-def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        with pytest.raises(InvalidTransition):
-            await reg.transition(task_id, "paused")
-        with pytest.raises(ValueError):
-            await reg.transition(task_id, "working", version=99)
-        with pytest.raises(ValueError):
-            await reg.transition(task_id, "working", phase="done")
-        with pytest.raises(ValueError):
-            await reg.transition(task_id, "working", phase="encoding")
-        with pytest.raises(ValueError):  # only terminal tasks carry an end
-            await reg.transition(task_id, "working", end=DONE)
-        with pytest.raises(ValueError):  # no input_required without a pending approval (its deadline)
-            await reg.transition(task_id, "input_required")
-        with pytest.raises(InvalidTransition):  # vidforge never produces ext-tasks' `failed`
-            await reg.transition(task_id, "failed")
-        with pytest.raises(TaskNotFound):
-            await reg.transition("task_doesnotexist", "working")
-        assert (await reg.get_any(task_id)).version == 1
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    with pytest.raises(InvalidTransition):
+        await reg.transition(task_id, "paused")
+    with pytest.raises(ValueError):
+        await reg.transition(task_id, "working", version=99)
+    with pytest.raises(ValueError):
+        await reg.transition(task_id, "working", phase="done")
+    with pytest.raises(ValueError):
+        await reg.transition(task_id, "working", phase="encoding")
+    with pytest.raises(ValueError):  # only terminal tasks carry an end
+        await reg.transition(task_id, "working", end=DONE)
+    with pytest.raises(ValueError):  # no input_required without a pending approval (its deadline)
+        await reg.transition(task_id, "input_required")
+    with pytest.raises(InvalidTransition):  # vidforge never produces ext-tasks' `failed`
+        await reg.transition(task_id, "failed")
+    with pytest.raises(TaskNotFound):
+        await reg.transition("task_doesnotexist", "working")
+    assert (await reg.get_any(task_id)).version == 1
 
 
 @pytest.mark.parametrize(
@@ -225,166 +207,146 @@ def test_transition_rejects_unknown_status_fields_and_tasks(tmp_path):
         ("cancelled", {"end": DONE}),
     ],
 )
-def test_terminal_end_rule(tmp_path, status, payload):
+@pytest.mark.anyio
+async def test_terminal_end_rule(tmp_path, status, payload):
     """A completed task carries how it ended; only a cancelled one ends cancelled."""
 
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        with pytest.raises(ValueError):
-            await reg.transition(task_id, status, **payload)
-        assert (await reg.get_any(task_id)).status == "working"
-
-    run(scenario())
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    with pytest.raises(ValueError):
+        await reg.transition(task_id, status, **payload)
+    assert (await reg.get_any(task_id)).status == "working"
 
 
-def test_finish_on_a_terminal_task_reports_the_lost_race(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task = await task_in(reg, "cancelled")
-        assert await reg.finish(task.task_id, DONE) is None
-        assert await reg.set_progress(task.task_id, 10, 10) is None
-        assert await reg.bump_attempt(task.task_id) is None
-        assert await reg.get_any(task.task_id) == task
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_finish_on_a_terminal_task_reports_the_lost_race(tmp_path):
+    reg = make(tmp_path)
+    task = await task_in(reg, "cancelled")
+    assert await reg.finish(task.task_id, DONE) is None
+    assert await reg.set_progress(task.task_id, 10, 10) is None
+    assert await reg.bump_attempt(task.task_id) is None
+    assert await reg.get_any(task.task_id) == task
 
 
-def test_unchanged_transition_does_not_bump_version(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock)
-        task = await new_task(reg)
-        clock.advance(5)
-        same = await reg.transition(task.task_id, "working", phase="queued")
-        assert same == task
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_unchanged_transition_does_not_bump_version(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock)
+    task = await new_task(reg)
+    clock.advance(5)
+    same = await reg.transition(task.task_id, "working", phase="queued")
+    assert same == task
 
 
 # -- idempotency -------------------------------------------------------------------------------------------
 
 
-def test_idempotency_key_replays_for_the_same_principal_only(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        first = await reg.create("alice", request(idempotency_key="launch"))
-        replay = await reg.create("alice", request(idempotency_key="launch"))
-        assert replay == Created(first.task, created=False)
-        other = await reg.create("bob", request(idempotency_key="launch"))
-        assert other.created is True and other.task.task_id != first.task.task_id
-        unkeyed = [await reg.create("alice", request()) for _ in range(2)]
-        assert all(c.created for c in unkeyed)
-        assert unkeyed[0].task.task_id != unkeyed[1].task.task_id
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_idempotency_key_replays_for_the_same_principal_only(tmp_path):
+    reg = make(tmp_path)
+    first = await reg.create("alice", request(idempotency_key="launch"))
+    replay = await reg.create("alice", request(idempotency_key="launch"))
+    assert replay == Created(first.task, created=False)
+    other = await reg.create("bob", request(idempotency_key="launch"))
+    assert other.created is True and other.task.task_id != first.task.task_id
+    unkeyed = [await reg.create("alice", request()) for _ in range(2)]
+    assert all(c.created for c in unkeyed)
+    assert unkeyed[0].task.task_id != unkeyed[1].task.task_id
 
 
-def test_idempotency_key_expires_after_its_ttl(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock)
-        first = await reg.create("alice", request(idempotency_key="launch"))
-        clock.advance(DAY_S - 0.001)
-        assert (await reg.create("alice", request(idempotency_key="launch"))).created is False
-        clock.advance(0.001)
-        fresh = await reg.create("alice", request(idempotency_key="launch"))
-        assert fresh.created is True and fresh.task.task_id != first.task.task_id
-        # The new claim lives on; only the sweep of a later day drops it.
-        assert (await reg.sweep()).idempotency_keys_dropped == 0
-        clock.advance(DAY_S)
-        assert (await reg.sweep()).idempotency_keys_dropped == 1
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_idempotency_key_expires_after_its_ttl(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock)
+    first = await reg.create("alice", request(idempotency_key="launch"))
+    clock.advance(DAY_S - 0.001)
+    assert (await reg.create("alice", request(idempotency_key="launch"))).created is False
+    clock.advance(0.001)
+    fresh = await reg.create("alice", request(idempotency_key="launch"))
+    assert fresh.created is True and fresh.task.task_id != first.task.task_id
+    # The new claim lives on; only the sweep of a later day drops it.
+    assert (await reg.sweep()).idempotency_keys_dropped == 0
+    clock.advance(DAY_S)
+    assert (await reg.sweep()).idempotency_keys_dropped == 1
 
 
-def test_idempotent_replay_is_not_blocked_by_the_quota(tmp_path):
-    async def scenario():
-        reg = make(tmp_path, max_concurrent_renders=1)
-        first = await reg.create("alice", request(idempotency_key="launch"))
-        assert (await reg.create("alice", request(idempotency_key="launch"))).task == first.task
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_idempotent_replay_is_not_blocked_by_the_quota(tmp_path):
+    reg = make(tmp_path, max_concurrent_renders=1)
+    first = await reg.create("alice", request(idempotency_key="launch"))
+    assert (await reg.create("alice", request(idempotency_key="launch"))).task == first.task
 
 
-def test_idempotency_key_with_other_arguments_is_a_conflict_naming_the_original(tmp_path):
-    async def scenario():
-        reg = make(tmp_path, max_concurrent_renders=1)
-        args = {
-            "source_asset_uri": "vidforge://assets/a_1",
-            "output_format": "mp4",
-            "resolution": "720p",
-            "watermark": {"image_asset_uri": "vidforge://assets/a_2"},
-            "idempotency_key": "launch",
-        }
-        first = (await reg.create("alice", RenderRequest.model_validate(args))).task
-        # The same request: key order does not matter, nor a default spelled out.
-        spelled = {**args, "watermark": {"opacity": 1, "image_asset_uri": "vidforge://assets/a_2"}}
-        same = RenderRequest.model_validate(dict(reversed(list(spelled.items()))))
-        assert await reg.replay("alice", same) == first
-        assert (await reg.create("alice", same)).task == first
-        other = request(resolution="1080p", idempotency_key="launch")
-        with pytest.raises(IdempotencyConflict) as excinfo:
-            await reg.replay("alice", other)
-        assert excinfo.value.task_id == first.task_id
-        with pytest.raises(IdempotencyConflict):  # checked before the quota, which alice has used up
-            await reg.create("alice", other)
-        assert await reg.replay("alice", request(idempotency_key="unused")) is None
-        assert await reg.replay("bob", other) is None  # keys are per principal
-        assert len(reg._store.load_tasks()) == 1  # nothing was created by the conflicts
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_idempotency_key_with_other_arguments_is_a_conflict_naming_the_original(tmp_path):
+    reg = make(tmp_path, max_concurrent_renders=1)
+    args = {
+        "source_asset_uri": "vidforge://assets/a_1",
+        "output_format": "mp4",
+        "resolution": "720p",
+        "watermark": {"image_asset_uri": "vidforge://assets/a_2"},
+        "idempotency_key": "launch",
+    }
+    first = (await reg.create("alice", RenderRequest.model_validate(args))).task
+    # The same request: key order does not matter, nor a default spelled out.
+    spelled = {**args, "watermark": {"opacity": 1, "image_asset_uri": "vidforge://assets/a_2"}}
+    same = RenderRequest.model_validate(dict(reversed(list(spelled.items()))))
+    assert await reg.replay("alice", same) == first
+    assert (await reg.create("alice", same)).task == first
+    other = request(resolution="1080p", idempotency_key="launch")
+    with pytest.raises(IdempotencyConflict) as excinfo:
+        await reg.replay("alice", other)
+    assert excinfo.value.task_id == first.task_id
+    with pytest.raises(IdempotencyConflict):  # checked before the quota, which alice has used up
+        await reg.create("alice", other)
+    assert await reg.replay("alice", request(idempotency_key="unused")) is None
+    assert await reg.replay("bob", other) is None  # keys are per principal
+    assert len(reg._store.load_tasks()) == 1  # nothing was created by the conflicts
 
 
 # -- quota -------------------------------------------------------------------------------------------------
 
 
-def test_quota_counts_non_terminal_tasks_per_principal(tmp_path):
-    async def scenario():
-        reg = make(tmp_path, max_concurrent_renders=2)
-        first = await new_task(reg)
+@pytest.mark.anyio
+async def test_quota_counts_non_terminal_tasks_per_principal(tmp_path):
+    reg = make(tmp_path, max_concurrent_renders=2)
+    first = await new_task(reg)
+    await new_task(reg)
+    with pytest.raises(QuotaExceeded) as excinfo:
         await new_task(reg)
-        with pytest.raises(QuotaExceeded) as excinfo:
-            await new_task(reg)
-        assert excinfo.value.retry_after_ms == 10_000  # no measurable progress: the poll interval
-        assert (excinfo.value.active, excinfo.value.limit) == (2, 2)
-        assert await reg.count_active("alice") == 2
-        await new_task(reg, "bob")  # other principals are unaffected
-        await reg.finish(first.task_id, Cancelled())
-        assert await reg.count_active("alice") == 1
+    assert excinfo.value.retry_after_ms == 10_000  # no measurable progress: the poll interval
+    assert (excinfo.value.active, excinfo.value.limit) == (2, 2)
+    assert await reg.count_active("alice") == 2
+    await new_task(reg, "bob")  # other principals are unaffected
+    await reg.finish(first.task_id, Cancelled())
+    assert await reg.count_active("alice") == 1
+    await new_task(reg)
+
+
+@pytest.mark.anyio
+async def test_quota_retry_after_projects_the_soonest_finish(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock, max_concurrent_renders=2)
+    slow, fast = await new_task(reg), await new_task(reg)
+    clock.advance(100)
+    await reg.set_progress(slow.task_id, 100, 1000)  # 10% in 100 s: 900 s to go
+    await reg.set_progress(fast.task_id, 250, 1000)  # 25% in 100 s: 300 s to go
+    with pytest.raises(QuotaExceeded) as excinfo:
         await new_task(reg)
-
-    run(scenario())
-
-
-def test_quota_retry_after_projects_the_soonest_finish(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock, max_concurrent_renders=2)
-        slow, fast = await new_task(reg), await new_task(reg)
-        clock.advance(100)
-        await reg.set_progress(slow.task_id, 100, 1000)  # 10% in 100 s: 900 s to go
-        await reg.set_progress(fast.task_id, 250, 1000)  # 25% in 100 s: 300 s to go
-        with pytest.raises(QuotaExceeded) as excinfo:
-            await new_task(reg)
-        assert excinfo.value.retry_after_ms == 300_000
-        await reg.set_progress(fast.task_id, 1000, 1000)  # done encoding, muxing: clamp to the floor
-        with pytest.raises(QuotaExceeded) as excinfo:
-            await new_task(reg)
-        assert excinfo.value.retry_after_ms == 1000
-
-    run(scenario())
-
-
-def test_quota_retry_after_is_at_least_one_second(tmp_path):
-    async def scenario():
-        reg = make(tmp_path, max_concurrent_renders=1, poll_interval_ms=10)
+    assert excinfo.value.retry_after_ms == 300_000
+    await reg.set_progress(fast.task_id, 1000, 1000)  # done encoding, muxing: clamp to the floor
+    with pytest.raises(QuotaExceeded) as excinfo:
         await new_task(reg)
-        with pytest.raises(QuotaExceeded) as excinfo:
-            await new_task(reg)
-        assert excinfo.value.retry_after_ms == 1000
+    assert excinfo.value.retry_after_ms == 1000
 
-    run(scenario())
+
+@pytest.mark.anyio
+async def test_quota_retry_after_is_at_least_one_second(tmp_path):
+    reg = make(tmp_path, max_concurrent_renders=1, poll_interval_ms=10)
+    await new_task(reg)
+    with pytest.raises(QuotaExceeded) as excinfo:
+        await new_task(reg)
+    assert excinfo.value.retry_after_ms == 1000
 
 
 def test_errors_survive_pickling():
@@ -403,188 +365,168 @@ def test_errors_survive_pickling():
 # -- progress ----------------------------------------------------------------------------------------------
 
 
-def test_progress_is_monotonic_and_only_real_changes_bump_the_version(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        step = await reg.set_progress(task_id, 50, 100, phase="rendering", message="Rendering: 50%")
-        assert (step.frames_done, step.frames_total, step.phase) == (50, 100, "rendering")
-        assert step.status_message == "Rendering: 50%" and step.version == 2
-        back = await reg.set_progress(task_id, 30, 100)
-        assert back == step  # a late, smaller report changes nothing
-        forward = await reg.set_progress(task_id, 60, 100)
-        assert forward.frames_done == 60 and forward.version == 3
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_progress_is_monotonic_and_only_real_changes_bump_the_version(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    step = await reg.set_progress(task_id, 50, 100, phase="rendering", message="Rendering: 50%")
+    assert (step.frames_done, step.frames_total, step.phase) == (50, 100, "rendering")
+    assert step.status_message == "Rendering: 50%" and step.version == 2
+    back = await reg.set_progress(task_id, 30, 100)
+    assert back == step  # a late, smaller report changes nothing
+    forward = await reg.set_progress(task_id, 60, 100)
+    assert forward.frames_done == 60 and forward.version == 3
 
 
-def test_progress_while_awaiting_approval_keeps_naming_the_pending_input(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        await reg.request_input(task_id, 60, message="Approve the watermark")
-        step = await reg.set_progress(task_id, 40, 100, phase="rendering", message="Rendering: 40%")
-        assert step.frames_done == 40 and step.status == "input_required"
-        assert step.phase == "awaiting_watermark_approval" and step.status_message == "Approve the watermark"
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_progress_while_awaiting_approval_keeps_naming_the_pending_input(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    await reg.request_input(task_id, 60, message="Approve the watermark")
+    step = await reg.set_progress(task_id, 40, 100, phase="rendering", message="Rendering: 40%")
+    assert step.frames_done == 40 and step.status == "input_required"
+    assert step.phase == "awaiting_watermark_approval" and step.status_message == "Approve the watermark"
 
 
 # -- approvals -------------------------------------------------------------------------------------------
 
 
-def test_input_keys_are_never_reused_across_rounds(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        first = await ask_approval(reg, task_id)
-        assert (first.status, first.pending.key, first.poll_interval_ms) == (
-            "input_required",
-            "watermark-approval-1",
-            30_000,
-        )
-        assert first.phase == "awaiting_watermark_approval"
-        answered = await reg.answer_input("alice", task_id, True, key="watermark-approval-1")
-        assert answered.result == "recorded"
-        assert (answered.task.status, answered.task.phase) == ("working", "rendering")
-        assert answered.task.poll_interval_ms == 10_000 and answered.task.pending is None
+@pytest.mark.anyio
+async def test_input_keys_are_never_reused_across_rounds(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    first = await ask_approval(reg, task_id)
+    assert (first.status, first.pending.key, first.poll_interval_ms) == (
+        "input_required",
+        "watermark-approval-1",
+        30_000,
+    )
+    assert first.phase == "awaiting_watermark_approval"
+    answered = await reg.answer_input("alice", task_id, True, key="watermark-approval-1")
+    assert answered.result == "recorded"
+    assert (answered.task.status, answered.task.phase) == ("working", "rendering")
+    assert answered.task.poll_interval_ms == 10_000 and answered.task.pending is None
 
-        second = await ask_approval(reg, task_id)
-        assert second.pending.key == "watermark-approval-2" and second.approval is None
-        stale = await reg.answer_input("alice", task_id, False, key="watermark-approval-1")
-        assert stale.result == "ignored" and stale.task.status == "input_required"
-        with pytest.raises(InvalidTransition):  # one outstanding request at a time
-            await ask_approval(reg, task_id)
-        done = await reg.answer_input("alice", task_id, False, note="too big", key="watermark-approval-2")
-        assert done.result == "recorded"
-        assert done.task.approval.key == "watermark-approval-2"
-
-    run(scenario())
-
-
-def test_answer_input_outcomes(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock)
-        task_id = (await new_task(reg)).task_id
-        not_found = ApprovalAnswer(result=AnswerResult.NOT_FOUND, task=None)
-        assert await reg.answer_input("mallory", task_id, True) == not_found
-        assert await reg.answer_input("alice", "task_doesnotexist", True) == not_found
-        assert (await reg.answer_input("alice", task_id, True)).result == "not_pending"
-
+    second = await ask_approval(reg, task_id)
+    assert second.pending.key == "watermark-approval-2" and second.approval is None
+    stale = await reg.answer_input("alice", task_id, False, key="watermark-approval-1")
+    assert stale.result == "ignored" and stale.task.status == "input_required"
+    with pytest.raises(InvalidTransition):  # one outstanding request at a time
         await ask_approval(reg, task_id)
-        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-9")).result == "ignored"
-        clock.advance(7)
-        recorded = await reg.answer_input("alice", task_id, True, note="looks good")
-        assert recorded.result == "recorded"
-        assert recorded.task.approval == Approval(
-            key="watermark-approval-1", approved=True, note="looks good", at_ms=int((T0 + 7) * 1000)
-        )
-        replayed = await reg.answer_input("alice", task_id, True)
-        assert replayed == ApprovalAnswer(result=AnswerResult.REPLAYED, task=recorded.task)
-        conflict = await reg.answer_input("alice", task_id, False)
-        assert conflict == ApprovalAnswer(result=AnswerResult.CONFLICT, task=recorded.task)
-        # An answered key is no longer outstanding.
-        assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-1")).result == "ignored"
-
-    run(scenario())
+    done = await reg.answer_input("alice", task_id, False, note="too big", key="watermark-approval-2")
+    assert done.result == "recorded"
+    assert done.task.approval.key == "watermark-approval-2"
 
 
-def test_rejection_completes_as_rejected_atomically(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        await ask_approval(reg, task_id)
-        before = await reg.get_any(task_id)
-        rejected = await reg.answer_input("alice", task_id, False, note="logo too large")
-        task = rejected.task
-        assert rejected.result == "recorded"
-        assert (task.status, task.phase) == ("completed", "done")
-        assert isinstance(task.end, Rejected) and task.end.note == "logo too large"
-        assert task.approval.approved is False and task.approval.note == "logo too large"
-        assert task.pending is None and task.version == before.version + 1
-        assert (await reg.answer_input("alice", task_id, False)).result == "replayed"
-        assert (await reg.answer_input("alice", task_id, True)).result == "conflict"
-        assert await reg.finish(task_id, DONE) is None
+@pytest.mark.anyio
+async def test_answer_input_outcomes(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock)
+    task_id = (await new_task(reg)).task_id
+    not_found = ApprovalAnswer(result=AnswerResult.NOT_FOUND, task=None)
+    assert await reg.answer_input("mallory", task_id, True) == not_found
+    assert await reg.answer_input("alice", "task_doesnotexist", True) == not_found
+    assert (await reg.answer_input("alice", task_id, True)).result == "not_pending"
 
-    run(scenario())
-
-
-def test_sweep_times_out_unanswered_approvals(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock)
-        task_id = (await new_task(reg)).task_id
-        await ask_approval(reg, task_id, timeout_s=1800)
-        clock.advance(1799)
-        assert (await reg.sweep()).approvals_timed_out == 0
-        clock.advance(1)
-        assert (await reg.sweep()).approvals_timed_out == 1
-        task = await reg.get_any(task_id)
-        assert (task.status, task.phase) == ("completed", "done")
-        assert isinstance(task.end, ApprovalTimedOut) and task.end.timeout_s == 1800 and task.pending is None
-        assert (await reg.answer_input("alice", task_id, True)).result == "not_pending"
-        assert (await reg.sweep()).approvals_timed_out == 0
-
-    run(scenario())
+    await ask_approval(reg, task_id)
+    assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-9")).result == "ignored"
+    clock.advance(7)
+    recorded = await reg.answer_input("alice", task_id, True, note="looks good")
+    assert recorded.result == "recorded"
+    assert recorded.task.approval == Approval(
+        key="watermark-approval-1", approved=True, note="looks good", at_ms=int((T0 + 7) * 1000)
+    )
+    replayed = await reg.answer_input("alice", task_id, True)
+    assert replayed == ApprovalAnswer(result=AnswerResult.REPLAYED, task=recorded.task)
+    conflict = await reg.answer_input("alice", task_id, False)
+    assert conflict == ApprovalAnswer(result=AnswerResult.CONFLICT, task=recorded.task)
+    # An answered key is no longer outstanding.
+    assert (await reg.answer_input("alice", task_id, True, key="watermark-approval-1")).result == "ignored"
 
 
-def test_background_sweep_starts_lazily_and_wakes_watchers(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock, sweep_interval_s=0.01)
-        task_id = (await new_task(reg)).task_id
-        pending = await ask_approval(reg, task_id, timeout_s=60)
-        clock.advance(60)
-        changed = await reg.watch("alice", [task_id], {task_id: pending.version}, timeout_s=30)
-        assert [t.status for t in changed] == ["completed"]
+@pytest.mark.anyio
+async def test_rejection_completes_as_rejected_atomically(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    await ask_approval(reg, task_id)
+    before = await reg.get_any(task_id)
+    rejected = await reg.answer_input("alice", task_id, False, note="logo too large")
+    task = rejected.task
+    assert rejected.result == "recorded"
+    assert (task.status, task.phase) == ("completed", "done")
+    assert isinstance(task.end, Rejected) and task.end.note == "logo too large"
+    assert task.approval.approved is False and task.approval.note == "logo too large"
+    assert task.pending is None and task.version == before.version + 1
+    assert (await reg.answer_input("alice", task_id, False)).result == "replayed"
+    assert (await reg.answer_input("alice", task_id, True)).result == "conflict"
+    assert await reg.finish(task_id, DONE) is None
 
-    run(scenario())
+
+@pytest.mark.anyio
+async def test_sweep_times_out_unanswered_approvals(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock)
+    task_id = (await new_task(reg)).task_id
+    await ask_approval(reg, task_id, timeout_s=1800)
+    clock.advance(1799)
+    assert (await reg.sweep()).approvals_timed_out == 0
+    clock.advance(1)
+    assert (await reg.sweep()).approvals_timed_out == 1
+    task = await reg.get_any(task_id)
+    assert (task.status, task.phase) == ("completed", "done")
+    assert isinstance(task.end, ApprovalTimedOut) and task.end.timeout_s == 1800 and task.pending is None
+    assert (await reg.answer_input("alice", task_id, True)).result == "not_pending"
+    assert (await reg.sweep()).approvals_timed_out == 0
+
+
+@pytest.mark.anyio
+async def test_background_sweep_starts_lazily_and_wakes_watchers(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock, sweep_interval_s=0.01)
+    task_id = (await new_task(reg)).task_id
+    pending = await ask_approval(reg, task_id, timeout_s=60)
+    clock.advance(60)
+    changed = await reg.watch("alice", [task_id], {task_id: pending.version}, timeout_s=30)
+    assert [t.status for t in changed] == ["completed"]
 
 
 # -- cancel, artifacts, supervisor -----------------------------------------------------------------------
 
 
-def test_request_cancel_records_intent_idempotently(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        first = await reg.request_cancel("alice", task_id)
-        assert first.cancel_requested is True and first.status == "working" and first.version == 2
-        assert await reg.request_cancel("alice", task_id) == first
-        done = await reg.finish(task_id, Cancelled())
-        assert await reg.request_cancel("alice", task_id) == done
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_request_cancel_records_intent_idempotently(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    first = await reg.request_cancel("alice", task_id)
+    assert first.cancel_requested is True and first.status == "working" and first.version == 2
+    assert await reg.request_cancel("alice", task_id) == first
+    done = await reg.finish(task_id, Cancelled())
+    assert await reg.request_cancel("alice", task_id) == done
 
 
-def test_artifact_is_published_only_with_a_completed_task(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        assert await reg.get_artifact("alice", task_id) is None
-        await reg.finish(task_id, DONE)
-        assert await reg.get_artifact("alice", task_id) == ARTIFACT
-        assert await reg.get_artifact("bob", task_id) is None
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_artifact_is_published_only_with_a_completed_task(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    assert await reg.get_artifact("alice", task_id) is None
+    await reg.finish(task_id, DONE)
+    assert await reg.get_artifact("alice", task_id) == ARTIFACT
+    assert await reg.get_artifact("bob", task_id) is None
 
 
-def test_a_requested_cancel_wins_over_any_completion(tmp_path):
+@pytest.mark.anyio
+async def test_a_requested_cancel_wins_over_any_completion(tmp_path):
     """A cancel acknowledged while the driver finishes (records its artifact and result) is applied: the
     completion is discarded (None: the driver deletes its file), the task ends cancelled, the quota is free."""
 
-    async def scenario():
-        reg = make(tmp_path, max_concurrent_renders=1)
-        task_id = (await new_task(reg)).task_id
-        await reg.request_cancel("alice", task_id)
-        assert await reg.finish(task_id, DONE) is None
-        ended = await reg.get_any(task_id)
-        assert ended.status == "cancelled" and ended.end == Cancelled() and ended.artifact is None
-        assert await reg.count_active("alice") == 0
-        assert await reg.finish(task_id, Cancelled()) is None  # the driver's own cancel: already applied
-
-    run(scenario())
+    reg = make(tmp_path, max_concurrent_renders=1)
+    task_id = (await new_task(reg)).task_id
+    await reg.request_cancel("alice", task_id)
+    assert await reg.finish(task_id, DONE) is None
+    ended = await reg.get_any(task_id)
+    assert ended.status == "cancelled" and ended.end == Cancelled() and ended.artifact is None
+    assert await reg.count_active("alice") == 0
+    assert await reg.finish(task_id, Cancelled()) is None  # the driver's own cancel: already applied
 
 
 class RecordingDriver:
@@ -597,115 +539,105 @@ class RecordingDriver:
         self.asked.append(task_id)
 
 
-def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
-    async def scenario():
-        clock, driver = FakeClock(), RecordingDriver()
-        reg = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
-        unstarted = (await new_task(reg)).task_id  # its supervisor start never ran
-        driven = (await new_task(reg)).task_id
-        waiting = (await task_in(reg, "input_required")).task_id
-        ended = (await task_in(reg, "completed")).task_id
-        assert (await reg.sweep()).redriven == []  # a fresh task's start may still be on its way
-        await reg.renew_leases([driven])
-        clock.advance(10)
-        await reg.renew_leases([driven])
-        clock.advance(10)
-        assert (await reg.sweep()).redriven == [unstarted, waiting]
-        assert driver.asked == [unstarted, waiting]
-        assert (await reg.sweep()).redriven == []  # the poke holds the lease: asked once per term
-        clock.advance(15)
-        assert set((await reg.sweep()).redriven) == {unstarted, driven, waiting}  # no beat answered
-        assert ended not in driver.asked
-        await reg.finish(unstarted, Cancelled())
-        clock.advance(15)
-        assert set((await reg.sweep()).redriven) == {driven, waiting}
+@pytest.mark.anyio
+async def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
+    clock, driver = FakeClock(), RecordingDriver()
+    reg = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
+    unstarted = (await new_task(reg)).task_id  # its supervisor start never ran
+    driven = (await new_task(reg)).task_id
+    waiting = (await task_in(reg, "input_required")).task_id
+    ended = (await task_in(reg, "completed")).task_id
+    assert (await reg.sweep()).redriven == []  # a fresh task's start may still be on its way
+    await reg.renew_leases([driven])
+    clock.advance(10)
+    await reg.renew_leases([driven])
+    clock.advance(10)
+    assert (await reg.sweep()).redriven == [unstarted, waiting]
+    assert driver.asked == [unstarted, waiting]
+    assert (await reg.sweep()).redriven == []  # the poke holds the lease: asked once per term
+    clock.advance(15)
+    assert set((await reg.sweep()).redriven) == {unstarted, driven, waiting}  # no beat answered
+    assert ended not in driver.asked
+    await reg.finish(unstarted, Cancelled())
+    clock.advance(15)
+    assert set((await reg.sweep()).redriven) == {driven, waiting}
 
-        # A restarted registry holds no leases: it waits one term from its own start before asking.
-        again = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
-        assert (await again.sweep()).redriven == []
-        clock.advance(15)
-        assert set((await again.sweep()).redriven) == {driven, waiting}
-
-    run(scenario())
+    # A restarted registry holds no leases: it waits one term from its own start before asking.
+    again = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
+    assert (await again.sweep()).redriven == []
+    clock.advance(15)
+    assert set((await again.sweep()).redriven) == {driven, waiting}
 
 
-def test_nonterminal_and_bump_attempt_serve_the_supervisor(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        running = await new_task(reg)
-        waiting = await task_in(reg, "input_required")
-        await task_in(reg, "completed")
-        assert {t.task_id for t in await reg.nonterminal()} == {running.task_id, waiting.task_id}
-        assert (await reg.bump_attempt(running.task_id)).attempt == 1
-        assert (await reg.bump_attempt(running.task_id)).attempt == 2
-        with pytest.raises(TaskNotFound):
-            await reg.bump_attempt("task_doesnotexist")
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_nonterminal_and_bump_attempt_serve_the_supervisor(tmp_path):
+    reg = make(tmp_path)
+    running = await new_task(reg)
+    waiting = await task_in(reg, "input_required")
+    await task_in(reg, "completed")
+    assert {t.task_id for t in await reg.nonterminal()} == {running.task_id, waiting.task_id}
+    assert (await reg.bump_attempt(running.task_id)).attempt == 1
+    assert (await reg.bump_attempt(running.task_id)).attempt == 2
+    with pytest.raises(TaskNotFound):
+        await reg.bump_attempt("task_doesnotexist")
 
 
 # -- retention ---------------------------------------------------------------------------------------------
 
 
-def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        data_dir = tmp_path / "data"
-        reg = make(data_dir, clock)
-        task_id = (await new_task(reg)).task_id
-        unfinished_id = (await new_task(reg)).task_id
-        clock.advance(HOUR_S)  # the render took an hour: the artifact outlives creation + 7 days by that
-        folder = data_dir / "artifacts" / task_id
-        folder.mkdir(parents=True)
-        video, preview = folder / "final.mp4", folder / "watermark-preview.png"
-        video.write_bytes(b"\x00" * 10)
-        preview.write_bytes(b"\x89PNG")
-        expires_at_ms = int((clock() + 7 * DAY_S) * 1000)
-        artifact = Artifact(ext="mp4", size_bytes=10, duration_s=1.0, finished_at_ms=int(clock() * 1000))
-        await reg.finish(task_id, Succeeded(artifact=artifact))
+@pytest.mark.anyio
+async def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
+    clock = FakeClock()
+    data_dir = tmp_path / "data"
+    reg = make(data_dir, clock)
+    task_id = (await new_task(reg)).task_id
+    unfinished_id = (await new_task(reg)).task_id
+    clock.advance(HOUR_S)  # the render took an hour: the artifact outlives creation + 7 days by that
+    folder = data_dir / "artifacts" / task_id
+    folder.mkdir(parents=True)
+    video, preview = folder / "final.mp4", folder / "watermark-preview.png"
+    video.write_bytes(b"\x00" * 10)
+    preview.write_bytes(b"\x89PNG")
+    expires_at_ms = int((clock() + 7 * DAY_S) * 1000)
+    artifact = Artifact(ext="mp4", size_bytes=10, duration_s=1.0, finished_at_ms=int(clock() * 1000))
+    await reg.finish(task_id, Succeeded(artifact=artifact))
 
-        clock.advance(DAY_S + 1)  # past ttl_ms: the record stays for the fallback status tool
-        assert (await reg.sweep()).tasks_deleted == 0
-        clock.now = T0 + 7 * DAY_S  # creation + retention, but the artifact has an hour left
-        assert (await reg.sweep()).tasks_deleted == 0
-        assert video.exists() and await reg.get("alice", task_id) is not None
-        clock.now = expires_at_ms / 1000
-        assert (await reg.sweep()).tasks_deleted == 1
-        assert not video.exists() and not preview.exists() and not folder.exists()
-        assert await reg.get("alice", task_id) is None
-        assert await reg.get("alice", unfinished_id) is not None  # non-terminal tasks are never swept
-        assert await make(data_dir, clock).get("alice", task_id) is None
-
-    run(scenario())
+    clock.advance(DAY_S + 1)  # past ttl_ms: the record stays for the fallback status tool
+    assert (await reg.sweep()).tasks_deleted == 0
+    clock.now = T0 + 7 * DAY_S  # creation + retention, but the artifact has an hour left
+    assert (await reg.sweep()).tasks_deleted == 0
+    assert video.exists() and await reg.get("alice", task_id) is not None
+    clock.now = expires_at_ms / 1000
+    assert (await reg.sweep()).tasks_deleted == 1
+    assert not video.exists() and not preview.exists() and not folder.exists()
+    assert await reg.get("alice", task_id) is None
+    assert await reg.get("alice", unfinished_id) is not None  # non-terminal tasks are never swept
+    assert await make(data_dir, clock).get("alice", task_id) is None
 
 
 # -- watch -------------------------------------------------------------------------------------------------
 
 
-def test_watch_wakes_on_change(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task = await new_task(reg)
-        waiter = asyncio.create_task(reg.watch("alice", [task.task_id], {task.task_id: 1}, timeout_s=30))
-        await asyncio.sleep(0)  # let the watcher start waiting (correct either way: it re-checks versions)
-        await reg.set_progress(task.task_id, 5, 10)
-        changed = await asyncio.wait_for(waiter, 30)
-        assert [(t.task_id, t.version, t.frames_done) for t in changed] == [(task.task_id, 2, 5)]
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_watch_wakes_on_change(tmp_path):
+    reg = make(tmp_path)
+    task = await new_task(reg)
+    waiter = asyncio.create_task(reg.watch("alice", [task.task_id], {task.task_id: 1}, timeout_s=30))
+    await asyncio.sleep(0)  # let the watcher start waiting (correct either way: it re-checks versions)
+    await reg.set_progress(task.task_id, 5, 10)
+    changed = await asyncio.wait_for(waiter, 30)
+    assert [(t.task_id, t.version, t.frames_done) for t in changed] == [(task.task_id, 2, 5)]
 
 
-def test_watch_returns_at_once_when_already_newer_and_times_out_otherwise(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
-        assert [t.task_id for t in await reg.watch("alice", [mine.task_id], {}, timeout_s=30)] == [mine.task_id]
-        ids = [mine.task_id, theirs.task_id, "task_doesnotexist"]
-        assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
-        await reg.set_progress(theirs.task_id, 1, 10)  # a foreign change never wakes this principal
-        assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_watch_returns_at_once_when_already_newer_and_times_out_otherwise(tmp_path):
+    reg = make(tmp_path)
+    mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
+    assert [t.task_id for t in await reg.watch("alice", [mine.task_id], {}, timeout_s=30)] == [mine.task_id]
+    ids = [mine.task_id, theirs.task_id, "task_doesnotexist"]
+    assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
+    await reg.set_progress(theirs.task_id, 1, 10)  # a foreign change never wakes this principal
+    assert await reg.watch("alice", ids, {mine.task_id: 1}, timeout_s=0.05) == []
 
 
 # -- change feed -------------------------------------------------------------------------------------------
@@ -725,98 +657,89 @@ async def expired_tasks(reg, clock, count):
     return ids
 
 
-def test_changes_lists_every_principals_changes_after_the_readers_position(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        epoch, start = await feed_position(reg)
-        mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
-        await reg.set_progress(mine.task_id, 5, 10)
-        first = await reg.changes(epoch, start, timeout_s=30)
-        assert not first.reset and first.epoch == epoch and first.seq == start + 3
-        # each changed task once, as it is now, in the order of its last change
-        assert first.records == (await reg.get_any(theirs.task_id), await reg.get_any(mine.task_id))
-        assert first.deleted == ()
-        await reg.request_cancel("bob", theirs.task_id)
-        second = await reg.changes(epoch, first.seq, timeout_s=30)
-        assert second.records == (await reg.get_any(theirs.task_id),) and second.seq == first.seq + 1
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_changes_lists_every_principals_changes_after_the_readers_position(tmp_path):
+    reg = make(tmp_path)
+    epoch, start = await feed_position(reg)
+    mine, theirs = await new_task(reg, "alice"), await new_task(reg, "bob")
+    await reg.set_progress(mine.task_id, 5, 10)
+    first = await reg.changes(epoch, start, timeout_s=30)
+    assert not first.reset and first.epoch == epoch and first.seq == start + 3
+    # each changed task once, as it is now, in the order of its last change
+    assert first.records == (await reg.get_any(theirs.task_id), await reg.get_any(mine.task_id))
+    assert first.deleted == ()
+    await reg.request_cancel("bob", theirs.task_id)
+    second = await reg.changes(epoch, first.seq, timeout_s=30)
+    assert second.records == (await reg.get_any(theirs.task_id),) and second.seq == first.seq + 1
 
 
-def test_changes_waits_for_a_change_and_times_out_with_none(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        epoch, start = await feed_position(reg)
-        quiet = await reg.changes(epoch, start, timeout_s=0.05)
-        assert quiet == Changes(epoch=epoch, seq=start)
-        waiter = asyncio.create_task(reg.changes(epoch, start, timeout_s=30))
-        await asyncio.sleep(0)  # let the reader start waiting (correct either way: it re-checks the sequence)
-        task = await new_task(reg)
-        assert (await asyncio.wait_for(waiter, 30)).records == (task,)
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_changes_waits_for_a_change_and_times_out_with_none(tmp_path):
+    reg = make(tmp_path)
+    epoch, start = await feed_position(reg)
+    quiet = await reg.changes(epoch, start, timeout_s=0.05)
+    assert quiet == Changes(epoch=epoch, seq=start)
+    waiter = asyncio.create_task(reg.changes(epoch, start, timeout_s=30))
+    await asyncio.sleep(0)  # let the reader start waiting (correct either way: it re-checks the sequence)
+    task = await new_task(reg)
+    assert (await asyncio.wait_for(waiter, 30)).records == (task,)
 
 
-def test_changes_lists_the_tasks_the_sweep_deleted(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock)
-        gone = await expired_tasks(reg, clock, 2)
-        epoch, start = await feed_position(reg)
-        kept = await new_task(reg)
-        waiter = asyncio.create_task(reg.changes(epoch, start + 1, timeout_s=30))
-        await asyncio.sleep(0)
-        assert (await reg.sweep()).tasks_deleted == 2
-        deletion = await asyncio.wait_for(waiter, 30)  # a purge wakes the feed's readers
-        assert deletion.deleted == tuple(gone) and deletion.records == () and deletion.seq == start + 3
-        since_start = await reg.changes(epoch, start, timeout_s=30)
-        assert since_start.records == (kept,) and since_start.deleted == tuple(gone)
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_changes_lists_the_tasks_the_sweep_deleted(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock)
+    gone = await expired_tasks(reg, clock, 2)
+    epoch, start = await feed_position(reg)
+    kept = await new_task(reg)
+    waiter = asyncio.create_task(reg.changes(epoch, start + 1, timeout_s=30))
+    await asyncio.sleep(0)
+    assert (await reg.sweep()).tasks_deleted == 2
+    deletion = await asyncio.wait_for(waiter, 30)  # a purge wakes the feed's readers
+    assert deletion.deleted == tuple(gone) and deletion.records == () and deletion.seq == start + 3
+    since_start = await reg.changes(epoch, start, timeout_s=30)
+    assert since_start.records == (kept,) and since_start.deleted == tuple(gone)
 
 
-def test_changes_resets_a_reader_of_another_instance_or_behind_the_deletion_log(tmp_path):
-    async def scenario():
-        clock = FakeClock()
-        reg = make(tmp_path, clock, sweep_batch=1)  # the log keeps DELETION_LOG_BATCHES deletions
-        epoch, start = await feed_position(reg)
-        await expired_tasks(reg, clock, DELETION_LOG_BATCHES + 1)
-        mid = start + 2 * (DELETION_LOG_BATCHES + 1)  # after the creations, before any deletion
-        await reg.sweep()  # one deletion: still in the log
-        assert not (await reg.changes(epoch, mid, timeout_s=30)).reset
-        for _ in range(DELETION_LOG_BATCHES):
-            await reg.sweep()
-        behind = await reg.changes(epoch, mid, timeout_s=30)  # the first deletion left the log
-        assert behind.reset and behind.records == behind.deleted == () and behind.seq == mid + DELETION_LOG_BATCHES + 1
-        assert not (await reg.changes(epoch, mid + 1, timeout_s=30)).reset
-        other = await reg.changes("another-instance", behind.seq, timeout_s=30)
-        assert other.reset and other.epoch == epoch
-        restarted = make(tmp_path, clock, sweep_batch=1)
-        assert (await restarted.changes(epoch, behind.seq, timeout_s=30)).reset
-        assert (await restarted.read("alice", "task_x")).epoch != epoch
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_changes_resets_a_reader_of_another_instance_or_behind_the_deletion_log(tmp_path):
+    clock = FakeClock()
+    reg = make(tmp_path, clock, sweep_batch=1)  # the log keeps DELETION_LOG_BATCHES deletions
+    epoch, start = await feed_position(reg)
+    await expired_tasks(reg, clock, DELETION_LOG_BATCHES + 1)
+    mid = start + 2 * (DELETION_LOG_BATCHES + 1)  # after the creations, before any deletion
+    await reg.sweep()  # one deletion: still in the log
+    assert not (await reg.changes(epoch, mid, timeout_s=30)).reset
+    for _ in range(DELETION_LOG_BATCHES):
+        await reg.sweep()
+    behind = await reg.changes(epoch, mid, timeout_s=30)  # the first deletion left the log
+    assert behind.reset and behind.records == behind.deleted == () and behind.seq == mid + DELETION_LOG_BATCHES + 1
+    assert not (await reg.changes(epoch, mid + 1, timeout_s=30)).reset
+    other = await reg.changes("another-instance", behind.seq, timeout_s=30)
+    assert other.reset and other.epoch == epoch
+    restarted = make(tmp_path, clock, sweep_batch=1)
+    assert (await restarted.changes(epoch, behind.seq, timeout_s=30)).reset
+    assert (await restarted.read("alice", "task_x")).epoch != epoch
 
 
-def test_read_answers_like_get_with_the_feed_position(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        epoch, start = await feed_position(reg)
-        task = await new_task(reg, "alice")
-        snapshot = await reg.read("alice", task.task_id)
-        assert (snapshot.epoch, snapshot.seq, snapshot.record) == (epoch, start + 1, task)
-        await reg.set_progress(task.task_id, 1, 10)
-        assert (await reg.read("alice", task.task_id)).seq == start + 2
-        foreign, unknown = await reg.read("mallory", task.task_id), await reg.read("alice", "task_doesnotexist")
-        assert foreign.record is None and unknown.record is None and foreign.seq == unknown.seq == start + 2
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_read_answers_like_get_with_the_feed_position(tmp_path):
+    reg = make(tmp_path)
+    epoch, start = await feed_position(reg)
+    task = await new_task(reg, "alice")
+    snapshot = await reg.read("alice", task.task_id)
+    assert (snapshot.epoch, snapshot.seq, snapshot.record) == (epoch, start + 1, task)
+    await reg.set_progress(task.task_id, 1, 10)
+    assert (await reg.read("alice", task.task_id)).seq == start + 2
+    foreign, unknown = await reg.read("mallory", task.task_id), await reg.read("alice", "task_doesnotexist")
+    assert foreign.record is None and unknown.record is None and foreign.seq == unknown.seq == start + 2
 
 
 # -- durability --------------------------------------------------------------------------------------------
 
 
-def test_restart_recovers_every_task_and_result(tmp_path):
+@pytest.mark.anyio
+async def test_restart_recovers_every_task_and_result(tmp_path):
     async def before():
         reg = make(tmp_path)
         done = await new_task(reg, idempotency_key="launch")
@@ -833,8 +756,8 @@ def test_restart_recovers_every_task_and_result(tmp_path):
         replay = await reg.create("alice", records[0].request)
         return [await reg.get_any(t.task_id) for t in records], await reg.nonterminal(), replay
 
-    records = run(before())
-    recovered, nonterminal, replay = run(after())
+    records = await before()
+    recovered, nonterminal, replay = await after()
     # the unfinished task comes back with its version moved past any unsaved progress bump; nothing else moves
     records[1] = records[1].model_copy(update={"version": records[1].version + MAX_UNSAVED_BUMPS})
     assert recovered == records
@@ -846,25 +769,24 @@ def stored(tmp_path, task_id):
     return next(rec for rec in TaskStore(str(tmp_path)).load_tasks() if rec.task_id == task_id)
 
 
-def test_live_progress_is_published_at_once_but_stored_only_with_durable_changes(tmp_path):
-    async def scenario():
-        reg = make(tmp_path)
-        task_id = (await new_task(reg)).task_id
-        probing = await reg.set_progress(task_id, 0, 0, phase="probing")
-        assert stored(tmp_path, task_id) == probing  # a phase change is durable
-        live = await reg.set_progress(task_id, 40, 600, fps=55.5, source_fps=30.0)
-        assert (live.frames_done, live.fps, live.version) == (40, 55.5, probing.version + 1)
-        assert await reg.get_any(task_id) == live  # every reader sees it at once ...
-        assert stored(tmp_path, task_id) == probing  # ... but it cost no store write
-        muxing = await reg.set_progress(task_id, 600, 600, phase="muxing", source_fps=30.0)
-        assert stored(tmp_path, task_id) == muxing  # the next durable change carries the frames with it
-        resumed = await reg.set_progress(task_id, 0, 0, phase="probing")  # a restarted render probes again
-        assert (resumed.frames_done, resumed.frames_total) == (600, 600)  # what is known stays shown
-
-    run(scenario())
+@pytest.mark.anyio
+async def test_live_progress_is_published_at_once_but_stored_only_with_durable_changes(tmp_path):
+    reg = make(tmp_path)
+    task_id = (await new_task(reg)).task_id
+    probing = await reg.set_progress(task_id, 0, 0, phase="probing")
+    assert stored(tmp_path, task_id) == probing  # a phase change is durable
+    live = await reg.set_progress(task_id, 40, 600, fps=55.5, source_fps=30.0)
+    assert (live.frames_done, live.fps, live.version) == (40, 55.5, probing.version + 1)
+    assert await reg.get_any(task_id) == live  # every reader sees it at once ...
+    assert stored(tmp_path, task_id) == probing  # ... but it cost no store write
+    muxing = await reg.set_progress(task_id, 600, 600, phase="muxing", source_fps=30.0)
+    assert stored(tmp_path, task_id) == muxing  # the next durable change carries the frames with it
+    resumed = await reg.set_progress(task_id, 0, 0, phase="probing")  # a restarted render probes again
+    assert (resumed.frames_done, resumed.frames_total) == (600, 600)  # what is known stays shown
 
 
-def test_unsaved_progress_is_bounded_and_versions_never_go_back_across_restarts(tmp_path):
+@pytest.mark.anyio
+async def test_unsaved_progress_is_bounded_and_versions_never_go_back_across_restarts(tmp_path):
     async def first_life():
         reg = make(tmp_path)
         task_id = (await new_task(reg)).task_id
@@ -879,10 +801,10 @@ def test_unsaved_progress_is_bounded_and_versions_never_go_back_across_restarts(
     async def reload(task_id):
         return await make(tmp_path).get_any(task_id)
 
-    last_seen = run(first_life())
-    again = run(reload(last_seen.task_id))
+    last_seen = await first_life()
+    again = await reload(last_seen.task_id)
     assert again.version > last_seen.version  # a retried long poll cannot wait for a version it passed
-    assert run(reload(last_seen.task_id)).version > again.version  # and again after another restart
+    assert (await reload(last_seen.task_id)).version > again.version  # and again after another restart
 
 
 def test_store_is_sqlite_in_wal_mode(tmp_path):
@@ -897,22 +819,27 @@ def test_store_is_sqlite_in_wal_mode(tmp_path):
 
 
 @pytest.mark.ray
-def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
+@pytest.mark.anyio
+async def test_detached_registry_actor_recovers_after_a_kill_behind_its_typed_client(tmp_path):
+    """The registry actor through `actors.client.RegistryClient`: its own errors arrive as themselves, a kill is
+    survived (the actor restarts from its store), and an actor gone for good is `ActorUnavailable`."""
     import ray
 
-    from actors import get_or_create_registry
+    from actors import open_registry
+    from actors.client import ActorUnavailable
 
     namespace = f"vidforge-test-{uuid.uuid4().hex}"
     ray.init(num_cpus=1, include_dashboard=False, namespace=namespace)
-    handle = None
+    registry = None
     try:
-        handle = get_or_create_registry(
+        registry = open_registry(
             Config(data_dir=str(tmp_path), max_concurrent_renders=1, namespace=namespace).registry_settings()
         )
-        task = ray.get(handle.create.remote("alice", request()), timeout=120).task
-        with pytest.raises(QuotaExceeded) as excinfo:  # errors keep their type and fields across Ray
-            ray.get(handle.create.remote("alice", request(resolution="4k")), timeout=60)
-        assert excinfo.value.retry_after_ms >= 1000
+        handle = registry.handle
+        task = (await registry.create("alice", request())).task
+        with pytest.raises(QuotaExceeded) as excinfo:  # the method's error: its type and fields across Ray
+            await registry.create("alice", request(resolution="4k"))
+        assert type(excinfo.value) is QuotaExceeded and excinfo.value.retry_after_ms >= 1000
         old_pid = ray.get(handle.__ray_call__.remote(lambda reg: os.getpid()), timeout=60)
 
         ray.kill(handle, no_restart=False)
@@ -924,12 +851,17 @@ def test_detached_registry_actor_recovers_after_a_kill(tmp_path):
                     break
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 pass  # still restarting
-        recovered = ray.get(handle.get.remote("alice", task.task_id), timeout=60)
+        recovered = await registry.get("alice", task.task_id)
         assert recovered == task.model_copy(update={"version": task.version + MAX_UNSAVED_BUMPS})  # see restart test
 
-        again = get_or_create_registry(Config(data_dir=str(tmp_path), namespace=namespace).registry_settings())
-        assert again._actor_id == handle._actor_id
+        again = open_registry(Config(data_dir=str(tmp_path), namespace=namespace).registry_settings())
+        assert again.handle._actor_id == handle._actor_id
+
+        ray.kill(handle)  # for good: no restart
+        with pytest.raises(ActorUnavailable) as gone:
+            await registry.get("alice", task.task_id)
+        assert gone.value.actor == "task registry"
     finally:
-        if handle is not None:
-            ray.kill(handle)  # detached: it would outlive this test otherwise
+        if registry is not None:
+            ray.kill(registry.handle)  # detached: it would outlive this test otherwise
         ray.shutdown()

@@ -27,7 +27,6 @@ from tests.fast_wire import FastWire, _LoopTransport, fast_wire
 from tests.media import make_watermark_png
 from tests.test_review_links import KEY, MemoryReviewBackend, review_link
 
-SOURCE, LOGO = "vidforge://assets/a_" + "1" * 24, "vidforge://assets/a_" + "2" * 24
 RENDER = "vidforge_render_video"
 STATUS = "vidforge_get_render_status"
 APPROVE = "vidforge_approve_watermark"
@@ -39,20 +38,19 @@ LIMIT_NAMED = f"the limit is {FREE_TEXT_MAX_CHARS}"
 @pytest.fixture
 def wire(tmp_path):
     with fast_wire(tmp_path, review_key=KEY, public_url="https://vf.example") as wire:
-        wire.service.add_asset(SOURCE, "alice", "video")
-        wire.service.add_asset(LOGO, "alice", "image")
         yield wire
 
 
 def awaiting_approval(wire: FastWire) -> str:
-    args = {"source_asset_uri": SOURCE, "output_format": "mp4", "resolution": "720p"}
-    render_id = wire.tool(RENDER, {**args, "watermark": {"image_asset_uri": LOGO}})["structuredContent"]["render_id"]
-    wire.run(wire.service.ask_approval(render_id))
+    args = {"source_asset_uri": wire.media.video, "output_format": "mp4", "resolution": "720p"}
+    watermark = {"image_asset_uri": wire.media.image}
+    render_id = wire.tool(RENDER, {**args, "watermark": watermark})["structuredContent"]["render_id"]
+    wire.ask_approval(render_id)
     return render_id
 
 
 def stored(wire: FastWire, task_id: str):
-    rec = wire.run(wire.service.registry.get_any(task_id))
+    rec = wire.run(wire.registry.get_any(task_id))
     assert rec is not None
     return rec
 
@@ -62,7 +60,6 @@ def update(wire: FastWire, task_id: str, content: dict) -> dict:
     return wire.task("tasks/update", task_id, params={"inputResponses": responses})
 
 
-@pytest.mark.fast
 def test_tasks_update_refuses_a_note_past_the_limit_and_records_nothing(wire):
     task_id = awaiting_approval(wire)
     before = stored(wire, task_id)
@@ -83,7 +80,6 @@ def test_tasks_update_refuses_a_note_past_the_limit_and_records_nothing(wire):
     assert rec.status is TaskStatus.COMPLETED and rec.approval is not None and rec.approval.note == at_limit
 
 
-@pytest.mark.fast
 def test_the_approve_tool_refuses_a_note_past_the_limit_naming_it(wire):
     task_id = awaiting_approval(wire)
     before = stored(wire, task_id)
@@ -97,7 +93,6 @@ def test_the_approve_tool_refuses_a_note_past_the_limit_naming_it(wire):
     assert stored(wire, task_id) == before
 
 
-@pytest.mark.fast
 def test_the_review_page_refuses_a_note_past_the_same_limit(wire):
     task_id = awaiting_approval(wire)
     before = stored(wire, task_id)
@@ -122,7 +117,6 @@ def test_the_review_page_refuses_a_note_past_the_same_limit(wire):
     assert stored(wire, task_id).approval.note == "\U0001f600" * FREE_TEXT_MAX_CHARS
 
 
-@pytest.mark.fast
 def test_caller_text_quoted_back_is_bounded(wire):
     long_uri = "vidforge://assets/" + "x" * HUGE
     render = wire.tool(RENDER, {"source_asset_uri": long_uri, "output_format": "mp4", "resolution": "720p"})
@@ -133,12 +127,11 @@ def test_caller_text_quoted_back_is_bounded(wire):
     assert len(json.dumps(wrong_type)) < 4 * FREE_TEXT_MAX_CHARS
 
 
-@pytest.mark.fast
 def test_a_note_kept_before_the_bound_is_read_back_bounded(wire):
     """A rejection recorded with a longer note (the registry takes what the ways in let through; before the bound,
     tasks/update let anything through) is quoted back only up to the bound on every read."""
     task_id = awaiting_approval(wire)
-    wire.run(wire.service.registry.answer_input("alice", task_id, False, "n" * HUGE))
+    wire.run(wire.registry.answer_input("alice", task_id, False, "n" * HUGE))
     status = wire.tool(STATUS, {"render_id": task_id})
     assert status["structuredContent"]["error"]["code"] == "watermark_rejected"
     assert len(json.dumps(status)) < 4 * FREE_TEXT_MAX_CHARS
@@ -151,6 +144,7 @@ def test_a_note_kept_before_the_bound_is_read_back_bounded(wire):
 TOKENS = {"tok-text-limits": "text-limits"}
 
 
+@pytest.mark.slow
 def test_an_uploads_filename_is_kept_only_up_to_the_bound(shared_server, tmp_path):
     """The upload's name is a label vidforge keeps in the asset's metadata: bounded like every caller text."""
     png = make_watermark_png(str(tmp_path / "logo.png"))

@@ -22,8 +22,6 @@ from mcp_protocol.domain import (
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.results import end_result
 
-pytestmark = pytest.mark.fast
-
 T_MS = 1_785_333_731_000  # 2026-07-29T14:02:11Z
 DAY_S = 86_400
 REQUEST = RenderRequest(

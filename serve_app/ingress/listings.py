@@ -91,7 +91,7 @@ class Listings:
     def render_item(self, rec: TaskRecord) -> JSONObject:
         """The status tool's view of the render (mcp_protocol.views.render_status), with its creation and request."""
         return {
-            **render_status(rec, self.retention_s, self.service.review_url(rec)),
+            **render_status(rec, self.retention_s, self.service.review_url(rec), self.service.watch_url(rec)),
             "created_at": iso_ms(rec.created_at_ms),
             "request": rec.request.arguments(with_key=False),
         }
@@ -121,7 +121,7 @@ class Listings:
             page = Page.of(request, self.max_items, int)
         except VidforgeError as error:
             return error_response(400, error)
-        recs = await self.service.registry.list_owned.remote(request.user.identity, page.limit, page.before)
+        recs = await self.service.registry.list_owned(request.user.identity, page.limit, page.before)
         last = f"{recs[-1].created_at_ms}{CURSOR_SEPARATOR}{recs[-1].task_id}" if recs else None
         return _page([self.render_item(rec) for rec in recs], page.limit, last)
 

@@ -1,9 +1,15 @@
-"""`RenderService` over Ray: what a Serve replica calls for every MCP and HTTP request (the review page's included).
+"""The `RenderService` a Serve replica calls for every MCP and HTTP request (the review page's included).
 
-Stateless: task state lives in the TaskRegistry actor, rendering in the RenderSupervisor actor, bytes in
-the media store (the data dir, or a bucket). Any replica can answer any request. Record reads go through the
-replica's `RecordMirror` (serve_app.ingress.record_mirror), which follows the registry's change feed; long polls
-(`watch`) and writes go to the registry.
+Stateless: task state lives in the TaskRegistry, rendering in the render supervisor, bytes in the media store (the
+data dir, or a bucket). Any replica can answer any request. Record reads go through the replica's `RecordMirror`
+(serve_app.ingress.record_mirror), which follows the registry's change feed; long polls (`watch`) and writes go to
+the registry.
+
+Two classes, one logic: `RegistryRenderService` is the whole service over a `RegistryApi` and an `AssetStore` (the
+checks before a task exists, the records, approvals, cancel intents, artifacts, the review page's backend), and
+`RayRenderService` adds the render supervisor, which a created task is handed to and a cancel is applied by, with
+both actors reached through their typed clients (actors.client). The fast lane (tests/fast_wire.py) serves the first
+on the in-process TaskRegistry and a local media store; the supervisor's part is the end-to-end tests'.
 """
 
 from __future__ import annotations
@@ -12,37 +18,73 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from actors import QuotaExceeded
+from actors import QuotaExceeded, RegistryApi, SupervisorApi
 from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
 from mcp_protocol.envelope import VidforgeError
 from media_store import is_storage_fault
-from media_store.artifacts import final_key, preview_key, source_frame_key
-from render_kernels import SourceInfo, output_size
-from render_kernels.probe import OverLimit
+from media_store.artifacts import final_key, poster_key, preview_key, source_frame_key
+from render_kernels import RenderSpec, SourceInfo
+from render_kernels.limits import OverLimit
 from serve_app.config import Config
-from serve_app.handles import registry_handle
-from serve_app.ingress.http_files import ArtifactFile, UploadLimits, storage_unavailable
-from serve_app.ingress.record_mirror import RayRegistryFeed, RecordMirror
+from serve_app.handles import registry_client
+from serve_app.ingress.direct_uploads import DirectUploads
+from serve_app.ingress.http_files import UploadLimits
+from serve_app.ingress.ray_node import raylet_gone
+from serve_app.ingress.record_mirror import RecordMirror
 from serve_app.ingress.review.links import ReviewLinks
 from serve_app.ingress.review.pages import ReviewedRender
 from serve_app.ingress.review.routes import ReviewImage
+from serve_app.ingress.stored_media import ArtifactFile, DirectDownloads, storage_unavailable
+from serve_app.ingress.watch.links import WatchLinks
 from serve_app.media.assets import Asset, AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal
 from serve_app.observability.catalog import REFUSALS
-from serve_app.rendering.supervisor import supervisor_handle
+from serve_app.rendering.supervisor import supervisor_client
+
+REGISTRY_RETRY_AFTER_S = 5  # a hint: a restarted registry answers within seconds
 
 
-class RayRenderService:
-    def __init__(self, config: Config) -> None:
+def registry_unavailable(timeout_s: float) -> VidforgeError:
+    """The TaskRegistry did not answer in time: temporary, in the envelope, naming the setting."""
+    return errors.internal_error(
+        "vidforge's task registry did not answer in time; try again shortly.",
+        None,
+        f"The TaskRegistry did not answer within {timeout_s:g} s (VIDFORGE_REGISTRY_TIMEOUT_S).",
+        REGISTRY_RETRY_AFTER_S * 1000,
+    )
+
+
+def ray_node_lost() -> VidforgeError:
+    """The raylet under this replica has exited: the server is stopping, to be started again (temporary)."""
+    return errors.internal_error(
+        "vidforge lost its Ray runtime and is stopping to be restarted; try again shortly.",
+        None,
+        "The Ray node (raylet) under this server has exited; vidforge serve exits with status 3 for its supervisor "
+        "to start it again.",
+        REGISTRY_RETRY_AFTER_S * 1000,
+    )
+
+
+class RegistryRenderService:
+    """The render service over the task registry and the media store; no render is started here (that is
+    `RayRenderService`'s supervisor: a task created here waits, non-terminal, for a renderer)."""
+
+    def __init__(self, config: Config, registry: RegistryApi, assets: AssetStore) -> None:
         self.config = config
-        self.assets = AssetStore(config)
+        self.assets = assets
         self.upload_limits = UploadLimits(config.max_asset_bytes, config.asset_retention_s)
-        self.registry = registry_handle(config)
-        self.records = RecordMirror(RayRegistryFeed(self.registry), config.record_mirror_size)
-        self.supervisor = supervisor_handle(config)
+        self.registry = registry
+        self.records = RecordMirror(registry, config.record_mirror_size)
         self.review_links = ReviewLinks(config)
+        self.watch_links = WatchLinks(config)
+        transfers = self.assets.media.direct_transfers
+        self.direct_uploads = DirectUploads(config, self.assets, transfers)
+        # Downloads straight from the bucket (VIDFORGE_DIRECT_TRANSFERS); None: the replica serves the bytes.
+        self.direct_downloads = (
+            DirectDownloads(transfers, config.presigned_url_ttl_s) if transfers and config.direct_transfers else None
+        )
 
     def _check_assets(self, principal: str, request: RenderRequest) -> None:
         """Refuse before a task exists: unknown/foreign assets, wrong media kinds and media over a limit (from
@@ -70,50 +112,52 @@ class RayRenderService:
     async def create_render(self, principal: str, request: RenderRequest) -> TaskRecord:
         """A replayed idempotency key answers with the task it created before anything else is checked (its
         assets may be gone since); the same key with other arguments is `idempotency_conflict`, naming that
-        task. Every non-terminal task answered goes to the supervisor's start, which is idempotent, so a
-        replay also starts a task whose first start never ran (and the registry's sweep starts it if no
-        call ever comes)."""
+        task."""
         try:
-            rec = await self.registry.replay.remote(principal, request) if request.idempotency_key is not None else None
+            rec = await self.registry.replay(principal, request) if request.idempotency_key is not None else None
             if rec is None:
                 await anyio.to_thread.run_sync(self._check_assets, principal, request)
-                rec = (await self.registry.create.remote(principal, request)).task
+                rec = (await self.registry.create(principal, request)).task
         except IdempotencyConflict as exc:
             raise errors.idempotency_conflict(exc.task_id) from None
         except QuotaExceeded as exc:
             REFUSALS.inc(limit="quota")
             raise errors.render_quota_exceeded(request, exc.active, exc.limit, exc.retry_after_ms) from None
         self.records.forget(rec.task_id)
-        if not rec.status.terminal:
-            await self.supervisor.start.remote(rec.task_id)
         return rec
 
     async def get_render(self, principal: str, render_id: str, *, fresh: bool = False) -> TaskRecord | None:
-        if fresh:
-            return await self.registry.get.remote(principal, render_id)
-        return await self.records.get(principal, render_id)
+        """Bounded: a registry that does not answer within VIDFORGE_REGISTRY_TIMEOUT_S (hung, its node or Ray lost,
+        where Ray itself would wait for good) is the contract's temporary error, answered then; at once when the
+        Ray node under this replica is gone."""
+        if raylet_gone():
+            raise ray_node_lost()
+        with anyio.move_on_after(self.config.registry_timeout_s):
+            if fresh:
+                return await self.registry.get(principal, render_id)
+            return await self.records.get(principal, render_id)
+        raise registry_unavailable(self.config.registry_timeout_s)
 
     async def answer_approval(
         self, principal: str, render_id: str, approved: bool, note: str | None, key: str | None = None
     ) -> ApprovalAnswer:
-        answer = await self.registry.answer_input.remote(principal, render_id, approved, note, key)
+        answer = await self.registry.answer_input(principal, render_id, approved, note, key)
         self.records.forget(render_id)
         return answer
 
     async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
-        rec = await self.registry.request_cancel.remote(principal, render_id)
+        """Record the cancel intent; the renderer applies it (it checks the intent at each of its checkpoints)."""
+        rec = await self.registry.request_cancel(principal, render_id)
         self.records.forget(render_id)
-        if rec is not None and not rec.status.terminal:
-            await self.supervisor.cancel.remote(render_id)
         return rec
 
     async def watch(
         self, principal: str, render_ids: list[str], versions: dict[str, int], timeout_s: float
     ) -> list[TaskRecord]:
-        return await self.registry.watch.remote(principal, render_ids, versions, timeout_s)
+        return await self.registry.watch(principal, render_ids, versions, timeout_s)
 
     async def artifact(self, principal: str, render_id: str, ext: str) -> Artifact:
-        artifact = await self.registry.get_artifact.remote(principal, render_id)
+        artifact = await self.registry.get_artifact(principal, render_id)
         if artifact is None or artifact.ext != ext:
             raise self.artifact_missing(render_id)
         return artifact
@@ -137,6 +181,14 @@ class RayRenderService:
             raise self.artifact_missing(render_id)
         return await self._read(preview_key(render_id), render_id)
 
+    def watch_url(self, rec: TaskRecord) -> str | None:
+        return self.watch_links.url(rec)
+
+    async def read_poster(self, principal: str, render_id: str) -> bytes:
+        if await self.registry.get_artifact(principal, render_id) is None:
+            raise self.artifact_missing(render_id)
+        return await self._read(poster_key(render_id), render_id)
+
     async def _read(self, key: str, render_id: str) -> bytes:
         """The object's bytes; resource_not_found when there is none, and a store that does not answer as the
         contract's temporary error (MCP answers it in the envelope, never as a bare fault)."""
@@ -154,13 +206,15 @@ class RayRenderService:
     # -- serve_app.ingress.review.routes.ReviewBackend ----------------------------------------------------------
 
     async def review_render(self, task_id: str) -> ReviewedRender | None:
-        rec = await self.registry.get_any.remote(task_id)
+        rec = await self.registry.get_any(task_id)
         if rec is None:
             return None
         facts = await anyio.to_thread.run_sync(self._source_facts, rec)
         if facts is None:
             return ReviewedRender(rec, None, None)
-        return ReviewedRender(rec, facts.duration_s, output_size(*facts.display_size(), rec.request.resolution))
+        size = RenderSpec(rec.request.output_format, rec.request.resolution).output_size(facts)
+        watermark_size = await anyio.to_thread.run_sync(self._watermark_size, rec)
+        return ReviewedRender(rec, facts.duration_s, size, watermark_size)
 
     def _source_facts(self, rec: TaskRecord) -> SourceInfo | None:
         """What the source's upload parse found (None once the asset is gone, or for one stored without its facts)."""
@@ -170,6 +224,19 @@ class RayRenderService:
             return None
         return self.assets.source_info(source)
 
+    def _watermark_size(self, rec: TaskRecord) -> tuple[int, int] | None:
+        """The watermark image's (width, height) as its upload's parse found it (None once the asset is gone)."""
+        if rec.request.watermark is None:
+            return None
+        try:
+            image = self.assets.resolve(
+                rec.request.watermark.image_asset_uri, rec.principal, "watermark.image_asset_uri"
+            )
+        except VidforgeError:
+            return None
+        facts = image.facts or {}
+        return (facts["width"], facts["height"]) if "width" in facts and "height" in facts else None
+
     async def review_decide(self, rec: TaskRecord, approved: bool, note: str | None) -> ApprovalAnswer:
         return await self.answer_approval(rec.principal, rec.task_id, approved, note)
 
@@ -177,6 +244,17 @@ class RayRenderService:
         key = preview_key(task_id) if which is ReviewImage.PREVIEW else source_frame_key(task_id)
         try:
             return await anyio.to_thread.run_sync(self.assets.media.get_bytes, key)
+        except FileNotFoundError:
+            return None
+
+    # -- serve_app.ingress.watch.routes.WatchBackend (and artifact_file below) -----------------------------------
+
+    async def watch_render(self, task_id: str) -> TaskRecord | None:
+        return await self.registry.get_any(task_id)
+
+    async def watch_poster(self, task_id: str) -> bytes | None:
+        try:
+            return await anyio.to_thread.run_sync(self.assets.media.get_bytes, poster_key(task_id))
         except FileNotFoundError:
             return None
 
@@ -191,4 +269,27 @@ class RayRenderService:
         size = await anyio.to_thread.run_sync(self.assets.media.size, key)
         if size is None:
             raise self.artifact_missing(render_id)
-        return ArtifactFile(self.assets.media, key, size, artifact.mime, f"final.{ext}")
+        return ArtifactFile(self.assets.media, key, size, artifact.mime, f"final.{ext}", self.direct_downloads)
+
+
+class RayRenderService(RegistryRenderService):
+    """The service on the cluster: the TaskRegistry and the render supervisor actors, through their typed clients.
+    Every non-terminal task a create answers goes to the supervisor's start, which is idempotent, so a replay also
+    starts a task whose first start never ran (and the registry's sweep starts it if no call ever comes); a cancel
+    of a task still running is applied by the supervisor at once, also when no driver holds the task."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config, registry_client(config), AssetStore(config))
+        self.supervisor: SupervisorApi = supervisor_client(config)
+
+    async def create_render(self, principal: str, request: RenderRequest) -> TaskRecord:
+        rec = await super().create_render(principal, request)
+        if not rec.status.terminal:
+            await self.supervisor.start(rec.task_id)
+        return rec
+
+    async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
+        rec = await super().cancel_render(principal, render_id)
+        if rec is not None and not rec.status.terminal:
+            await self.supervisor.cancel(render_id)
+        return rec

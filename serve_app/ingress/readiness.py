@@ -3,19 +3,19 @@
 Unauthenticated, like the OAuth metadata: an orchestrator's probe holds no token (deploy/rayservice.yaml's
 readinessProbe). It says which part fails and nothing else: `{"status": "ready"}`, or 503 with
 `{"status": "unready", "failing": [...]}` naming `registry` and/or `media_store`. Each check is bounded by
-READY_TIMEOUT_S, so a hung dependency answers 503 rather than a probe timeout. `/healthz` stays what it was: the
-process answers (behind authentication, so 401 without a token also says so).
+READY_TIMEOUT_S, so a hung dependency answers 503 rather than a probe timeout. `/healthz` is liveness: the process
+answers (behind authentication, so 401 without a token also says so), 503 once this node's raylet has died.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from actors import RegistryApi
 from media_store import MediaStore
 
 READY_TIMEOUT_S = 5.0
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 class Readiness:
     """The `/readyz` endpoint (an ASGI app) over the replica's registry handle and media store."""
 
-    def __init__(self, registry: Any, media: MediaStore) -> None:
+    def __init__(self, registry: RegistryApi, media: MediaStore) -> None:
         self.registry = registry
         self.media = media
 
@@ -48,7 +48,7 @@ class Readiness:
 
     async def _registry_answers(self) -> None:
         async with asyncio.timeout(READY_TIMEOUT_S):
-            await self.registry.get_any.remote(PROBE_KEY)
+            await self.registry.get_any(PROBE_KEY)
 
     async def _media_answers(self) -> None:
         async with asyncio.timeout(READY_TIMEOUT_S):

@@ -49,25 +49,12 @@ RETRY_S = 1.0  # after a failed feed call (the registry restarting: Ray retries 
 
 
 class RegistryFeed(Protocol):
-    """What the mirror needs of the TaskRegistry: its change feed and a positioned read (`TaskRegistry` itself
-    in-process; `RayRegistryFeed` over a Ray handle)."""
+    """What the mirror needs of the TaskRegistry: its change feed and a positioned read (any `actors.RegistryApi`:
+    the registry actor's client, or `TaskRegistry` itself in-process)."""
 
     async def changes(self, epoch: str | None, since: int, timeout_s: float) -> Changes: ...
 
     async def read(self, principal: str, task_id: str) -> Snapshot: ...
-
-
-class RayRegistryFeed:
-    """The feed of the cluster's TaskRegistry actor."""
-
-    def __init__(self, registry) -> None:
-        self.registry = registry
-
-    async def changes(self, epoch: str | None, since: int, timeout_s: float) -> Changes:
-        return await self.registry.changes.remote(epoch, since, timeout_s)
-
-    async def read(self, principal: str, task_id: str) -> Snapshot:
-        return await self.registry.read.remote(principal, task_id)
 
 
 class RecordMirror:

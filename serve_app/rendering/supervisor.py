@@ -38,7 +38,8 @@ from dataclasses import replace
 
 import ray
 
-from actors.handle import SUPERVISOR_NAME, singleton_actor_options
+from actors import RegistryApi, SupervisorApi
+from actors.client import open_supervisor
 from actors.task_registry import CANCELLED_MESSAGE
 from mcp_protocol.domain import (
     Artifact,
@@ -55,10 +56,10 @@ from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.errors import over_time_limit
 from mcp_protocol.progress import RenderProgress
-from media_store.artifacts import discard, final_key, preview_key, source_frame_key
+from media_store.artifacts import discard, final_key, poster_key, preview_key, source_frame_key
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
 from serve_app.config import Config
-from serve_app.handles import registry_handle
+from serve_app.handles import registry_client
 from serve_app.media.assets import AssetStore
 from serve_app.media.disk_full import is_disk_full
 from serve_app.media.media_limits import media_limits, media_refusal
@@ -68,6 +69,7 @@ from serve_app.observability.metric import principal_label
 from serve_app.observability.process import observe_process
 from serve_app.rendering.autoscaling import ElasticCluster
 from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRejected, RenderRun, RenderTimings
+from serve_app.rendering.render_tasks import progress_interval_s
 from serve_app.rendering.scheduling import SegmentScheduler
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,7 @@ class RegistryHooks:
     `RenderSupervisor.cancel` would (a hook may run in one of the driver's helper futures, where an exception
     would not reach the render)."""
 
-    def __init__(self, registry, rec: TaskRecord, config: Config) -> None:
+    def __init__(self, registry: RegistryApi, rec: TaskRecord, config: Config) -> None:
         self.registry = registry
         self.task_id = rec.task_id
         self.principal = rec.principal
@@ -103,25 +105,24 @@ class RegistryHooks:
             self._driving.cancel()
 
     async def progress(self, report: RenderProgress) -> None:
-        """The driver already reports at a bounded rate (a few a second, only when the count moves); the
-        registry publishes each at once and stores only phase changes (frames and speed are volatile)."""
-        self._checkpoint(await self.registry.set_progress.remote(self.task_id, **report.fields()))
+        """The driver already reports at a bounded rate (once a progress interval, 0.25-1 s, only when a count
+        moves); the registry publishes each at once and stores only phase changes (frames and speed are volatile)."""
+        self._checkpoint(await self.registry.set_progress(self.task_id, **report.fields()))
 
     async def preview_ready(self, path: str) -> bool:
         """Contract §3.3: publish the preview, go `input_required`, and wait for the decision (or the
         registry's sweep ending the task on the approval timeout). A cancel requested meanwhile stops the
         render at once (`_checkpoint`): the wait below is then cancelled with it."""
-        rec = await self.registry.get_any.remote(self.task_id)
+        rec = await self.registry.get_any(self.task_id)
         self._checkpoint(rec)
-        if rec.status is TaskStatus.WORKING and rec.approval is None:
-            rec = await self.registry.request_input.remote(self.task_id, self.config.approval_timeout_s)
-            if rec is None:  # ended meanwhile (cancelled): there is nothing left to approve
-                return False
-        while rec.status is TaskStatus.INPUT_REQUIRED:
-            await self.registry.watch.remote(self.principal, [self.task_id], {self.task_id: rec.version}, WATCH_S)
-            rec = await self.registry.get_any.remote(self.task_id)
+        if rec is not None and rec.status is TaskStatus.WORKING and rec.approval is None:
+            # None: ended meanwhile (cancelled), and there is nothing left to approve
+            rec = await self.registry.request_input(self.task_id, self.config.approval_timeout_s)
+        while rec is not None and rec.status is TaskStatus.INPUT_REQUIRED:
+            await self.registry.watch(self.principal, [self.task_id], {self.task_id: rec.version}, WATCH_S)
+            rec = await self.registry.get_any(self.task_id)
             self._checkpoint(rec)
-        return rec.status is TaskStatus.WORKING
+        return rec is not None and rec.status is TaskStatus.WORKING
 
 
 class RenderTimedOut(Exception):
@@ -154,6 +155,7 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         out_path=final_key(task_id, request.output_format),
         preview_path=preview_key(task_id) if watermark else None,
         source_frame_path=source_frame_key(task_id) if watermark else None,
+        poster_path=poster_key(task_id),
         workers=config.render_workers,
         parse=ParseBounds.of(config),
         limits=media_limits(config),
@@ -163,6 +165,7 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         gpu=config.gpu,
         gpu_wait_s=config.gpu_wait_s,
         source_info=assets.source_info(source),
+        progress_interval_s=progress_interval_s(config.poll_interval_ms),
     )
 
 
@@ -176,7 +179,7 @@ class RenderSupervisor:
         self.config = Config.from_json(config_json)
         observe_process(self.config)
         self.assets = AssetStore(self.config)
-        self.registry = registry_handle(self.config)
+        self.registry = registry_client(self.config)
         self.running: dict[str, asyncio.Task[None]] = {}
         # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.rendering.scheduling),
         # and the tally this actor serves (in-process, outside an actor, the pool starts a tally actor instead).
@@ -196,7 +199,7 @@ class RenderSupervisor:
         return True
 
     async def _resume(self) -> None:
-        for rec in await self.registry.nonterminal.remote():
+        for rec in await self.registry.nonterminal():
             self._launch(rec)
 
     async def _renew_leases(self) -> None:
@@ -205,12 +208,12 @@ class RenderSupervisor:
             await asyncio.sleep(HEARTBEAT_S)
             if self.running:
                 try:
-                    await self.registry.renew_leases.remote(sorted(self.running))
+                    await self.registry.renew_leases(sorted(self.running))
                 except Exception:  # a missed beat only lets the sweep ask `start`, which is a no-op here
                     logger.exception("lease renewal failed; retrying next beat")
 
     async def report_frames(self, run: str, index: int, frames_done: int) -> None:
-        """A segment task's live frame count, into the pool's tally (fire-and-forget from the task)."""
+        """A segment's or the mux's live frame count, into the pool's tally (fire-and-forget from the task)."""
         self.pool.report_frames(run, index, frames_done)
 
     async def report_still(self, run: str, name: str, png: bytes) -> None:
@@ -221,7 +224,7 @@ class RenderSupervisor:
         """Drive `task_id` unless this instance already does or it has ended: idempotent per task."""
         await self.ready()
         if task_id not in self.running:
-            rec = await self.registry.get_any.remote(task_id)
+            rec = await self.registry.get_any(task_id)
             if rec is not None and not rec.status.terminal:
                 self._launch(rec)
 
@@ -233,7 +236,7 @@ class RenderSupervisor:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await self.registry.finish.remote(task_id, Cancelled(), message=CANCELLED_MESSAGE)
+        await self.registry.finish(task_id, Cancelled(), message=CANCELLED_MESSAGE)
 
     async def active(self) -> list[str]:
         return sorted(self.running)
@@ -257,12 +260,13 @@ class RenderSupervisor:
         config = self.config
         if rec.attempt >= MAX_ATTEMPTS:  # a requested cancel still wins: finish applies it instead
             interrupted = Failed(code=ErrorCode.RENDER_FAILED, reason=f"render interrupted {rec.attempt} times")
-            await self.registry.finish.remote(task_id, interrupted)
+            await self.registry.finish(task_id, interrupted)
             return
         try:
-            rec = await self.registry.bump_attempt.remote(task_id)
-            if rec is None or rec.cancel_requested:  # the first checkpoint: ended, or cancelled, before any work
+            started = await self.registry.bump_attempt(task_id)
+            if started is None or started.cancel_requested:  # the first checkpoint: ended or cancelled before any work
                 raise asyncio.CancelledError
+            rec = started
             job = render_job(rec, config, self.assets)
             run = RenderRun(job, RegistryHooks(self.registry, rec, config), self.pool)
             stats = await run_render_within(config.render_timeout_s, run)
@@ -299,7 +303,7 @@ class RenderSupervisor:
         )
         # The size delivered, said where every client era reads it: `resolution` names only the short side.
         message = f"Render complete: {stats.width}x{stats.height} {request.output_format}."
-        finished = await self.registry.finish.remote(task_id, Succeeded(artifact=artifact), message=message)
+        finished = await self.registry.finish(task_id, Succeeded(artifact=artifact), message=message)
         if finished is None:
             await asyncio.to_thread(discard, self.assets.media, task_id)
         return finished is not None
@@ -307,7 +311,7 @@ class RenderSupervisor:
     async def _end_unfinished(self, task_id: str, exc: BaseException) -> None:
         """End a task whose render stopped short, with the outcome that says why."""
         if isinstance(exc, asyncio.CancelledError):
-            await self.registry.finish.remote(task_id, Cancelled(), message=CANCELLED_MESSAGE)
+            await self.registry.finish(task_id, Cancelled(), message=CANCELLED_MESSAGE)
             return
         if isinstance(exc, RenderRejected):
             return  # the decision (reject or timeout) already ended the task
@@ -326,7 +330,7 @@ class RenderSupervisor:
         else:  # any renderer fault ends as a retryable render_failed
             logger.error("render %s failed", task_id, exc_info=exc)
             end = Failed(code=ErrorCode.RENDER_FAILED, reason=f"{type(exc).__name__}: {exc}")
-        await self.registry.finish.remote(task_id, end)
+        await self.registry.finish(task_id, end)
 
 
 def record_success(rec: TaskRecord, run: RenderRun, stats: MuxStats) -> None:
@@ -348,9 +352,6 @@ def unusable(error: VidforgeError) -> Unsupported:
     )
 
 
-def supervisor_handle(config: Config):
-    return (
-        ray.remote(RenderSupervisor)
-        .options(**singleton_actor_options(SUPERVISOR_NAME, config.namespace))
-        .remote(config.to_json())
-    )
+def supervisor_client(config: Config) -> SupervisorApi:
+    """The cluster's render supervisor (created unless it runs), through its typed client."""
+    return open_supervisor(RenderSupervisor, config.to_json(), config.namespace)

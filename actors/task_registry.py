@@ -87,7 +87,7 @@ VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps", "frame
 # At most this many unsaved (volatile) version bumps per task; the next one is committed. A restarted registry
 # adds it to every unfinished task's stored version, so versions never go back for a watcher whose long poll
 # Ray retries on the new instance (it would otherwise wait for a version the task already "had").
-MAX_UNSAVED_BUMPS = 120  # about a minute of reports at the driver's 2 a second
+MAX_UNSAVED_BUMPS = 120  # 30 s to 2 minutes of reports: the driver reports 1-4 times a second
 # The change feed remembers the deletions of this many sweep batches (10 000 ids at the default sweep_batch):
 # a reader follows the feed continuously, so it falls behind by what one pass deletes while its call travels; one
 # further behind is told to reset, which only costs it its cache.

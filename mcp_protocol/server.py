@@ -252,7 +252,7 @@ class VidforgeServer:
     async def _listen(self, ctx: RequestContext, params: SubscriptionsListenRequestParams) -> JSONObject:
         """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) whenever the
         status or `statusMessage` of a requested task changes: live progress is a poll-sooner signal too, and
-        its rate is bounded where it is produced (the render driver reports at most twice a second). Tools
+        its rate is bounded where it is produced (the render driver reports at most four times a second). Tools
         and resources never change at runtime, so those opt-ins are honoured and simply never fire.
 
         Bounded, since a stream holds an ingress slot (and one of the principal's listen leases, see

@@ -21,7 +21,8 @@ import io
 import json
 import queue
 import threading
-from collections.abc import Coroutine, Iterator
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,7 +144,8 @@ class ResponseStream:
 class FastWire:
     """The in-process server and a raw JSON-RPC client for it (the shape of tests.harness.Wire)."""
 
-    def __init__(self, tmp_path: Path, **settings: Any) -> None:
+    def __init__(self, tmp_path: Path, clock: Callable[[], float] = time.time, **settings: Any) -> None:
+        """`clock` is the registry's (epoch seconds): a test that moves it on sweeps past a retention at once."""
         # The record mirror is off: a test reads what it just wrote without waiting for the feed to deliver it (the
         # mirror's own tests are tests/test_record_mirror.py).
         self.config = Config(
@@ -158,7 +160,7 @@ class FastWire:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self.registry = TaskRegistry(self.config.registry_settings())  # binds to the loop on first use
+        self.registry = TaskRegistry(self.config.registry_settings(), clock)  # binds to the loop on first use
         self.service = RegistryRenderService(self.config, self.registry, AssetStore(self.config))
         self._app, manager = mcp_app(self.service, self.config)
         self._lifespan = self.run(self._start(manager))

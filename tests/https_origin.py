@@ -6,6 +6,10 @@ with the `cryptography` package; a vidforge server trusts it through the standar
 the way a test set it (a file, a redirect, a refusal, a length past a limit, a stall), and records what it was asked:
 the path, the Host header, the TLS server name and the address the connection came to. Every answer of its own
 carries `SECRET` in a header and in the body, so a test can show that none of it reaches an error.
+
+Each connection's TLS handshake runs in that connection's own thread, within `HANDSHAKE_S`: a client that goes
+silent mid-handshake (one cancelled there, whose socket is left open) holds up neither the other connections nor
+`stop`, as it would if the listening thread did the handshake as it accepts.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from cryptography.x509.oid import NameOID
 SECRET = "remote-secret-7f3a9c"  # in every header block and body the origin sends of its own
 NAMES = ("localhost", "media.test")
 ADDRESSES = ("127.0.0.1", "::1")
+HANDSHAKE_S = 30  # a client silent for this long mid-handshake is dropped
 
 
 def _name(common_name: str) -> x509.Name:
@@ -122,6 +127,13 @@ class Origin:
             def log_message(self, *args: object) -> None:
                 pass
 
+            def setup(self) -> None:
+                if isinstance(self.request, ssl.SSLSocket):
+                    self.request.settimeout(HANDSHAKE_S)
+                    self.request.do_handshake()
+                    self.request.settimeout(None)
+                super().setup()
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 origin.serve(self)
 
@@ -132,7 +144,9 @@ class Origin:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(self.ca.cert_file), str(self.ca.key_file))
             context.sni_callback = lambda sock, name, _ctx: self._names.__setitem__(id(sock), name)
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            self.server.socket = context.wrap_socket(
+                self.server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

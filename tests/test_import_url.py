@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from ipaddress import ip_address
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
 from mcp_protocol.catalog import capability_summary, tool_definitions
+from mcp_protocol.imports import ImportJob
 from media_store import open_media_store
 from media_store import s3 as s3_backend
 from serve_app.config import Config
@@ -38,6 +42,7 @@ from tests.media import decode_all, make_clip
 
 MIB = 1024 * 1024
 IMPORT = "vidforge_import_asset"
+WAIT_S = 60  # an import ends this soon after its cancel or its time limit, on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -317,6 +322,25 @@ def test_a_certificate_that_does_not_verify_is_not_trusted(origin):
     )
 
 
+@pytest.mark.anyio
+async def test_a_fetch_and_the_origins_stop_are_not_held_up_by_a_client_silent_mid_handshake(ca):
+    """A client that connected and never finished its TLS handshake: what an import cancelled mid-handshake leaves
+    behind (its HTTP client closes the connection on an error there, not on a cancel). The origin an import test
+    fetches from still answers the next client and still stops; it used to handshake as it accepted, so one such
+    client held up every later fetch and the test's teardown for good."""
+    server = Origin("127.0.0.1", ca, {"/clip.mp4": Answer(body=b"the file's bytes")})
+    silent = socket.create_connection(("127.0.0.1", server.port))
+    try:
+        with anyio.fail_after(WAIT_S):
+            assert await _read(fetcher(ca, "127.0.0.1/32").chunks(server.url("/clip.mp4"))) == b"the file's bytes"
+    finally:
+        stopping = threading.Thread(target=server.stop, daemon=True)
+        stopping.start()
+        stopping.join(WAIT_S)
+        silent.close()
+    assert not stopping.is_alive(), "the origin did not stop"
+
+
 @pytest.mark.slow  # a real S3 server process (moto)
 def test_an_object_of_the_servers_own_bucket_is_read_with_its_credentials(s3_server, monkeypatch, tmp_path):
     for name, value in s3_server.env.items():
@@ -344,21 +368,26 @@ def desk_of(tmp_path: Path, ca: CertificateAuthority, monkeypatch, **settings) -
     return ImportDesk(config.to_json())
 
 
-def envelope(job) -> dict:
-    assert job.status == "completed" and job.result["isError"] is True, job
+async def ended(desk: ImportDesk, job: ImportJob) -> ImportJob:
+    """The import once it has ended (cancelled, or at its time limit): a test fails past `WAIT_S`, never hangs."""
+    with anyio.fail_after(WAIT_S):
+        done = await desk.wait(job.principal, job.task_id)
+    assert done is not None, job
+    return done
+
+
+def envelope(job: ImportJob) -> dict:
+    assert job.status == "completed" and job.result is not None and job.result["isError"] is True, job
     assert SECRET not in json.dumps(job.result)
     return job.result["structuredContent"]
 
 
-def test_an_import_past_its_time_limit_ends_as_import_failed(tmp_path, ca, origin, monkeypatch):
+@pytest.mark.anyio
+async def test_an_import_past_its_time_limit_ends_as_import_failed(tmp_path, ca, origin, monkeypatch):
     origin.answers["/slow.mp4"] = Answer(body=SECRET.encode(), declared=MIB, stall=True)
     desk = desk_of(tmp_path, ca, monkeypatch, import_timeout_s=0.5)
-
-    async def scenario():
-        job = await desk.start("alice", WebSource(origin.url("/slow.mp4"), "127.0.0.1"))
-        return await desk.wait("alice", job.task_id)
-
-    error = envelope(asyncio.run(scenario()))
+    job = await desk.start("alice", WebSource(origin.url("/slow.mp4"), "127.0.0.1"))
+    error = envelope(await ended(desk, job))
     assert error["code"] == "import_failed" and error["temporary"] is True
     assert "longer than 0.5 s (VIDFORGE_IMPORT_TIMEOUT_S)" in error["details"]["reason"]
     assert error["repair"] == {
@@ -370,40 +399,36 @@ def test_an_import_past_its_time_limit_ends_as_import_failed(tmp_path, ca, origi
     assert desk.assets.media.list("assets/") == []
 
 
-def test_imports_per_principal_are_capped_and_a_cancel_keeps_nothing(tmp_path, ca, origin, monkeypatch):
+@pytest.mark.anyio
+async def test_imports_per_principal_are_capped_and_a_cancel_keeps_nothing(tmp_path, ca, origin, monkeypatch):
+    """In this process: the desk, and the origin, which holds each body back (stall) so the imports stay open."""
     origin.answers["/slow.mp4"] = Answer(body=SECRET.encode(), declared=MIB, stall=True)
     desk = desk_of(tmp_path, ca, monkeypatch, max_imports=1)
     source = WebSource(origin.url("/slow.mp4"), "127.0.0.1")
-
-    async def scenario():
-        first = await desk.start("alice", source)
-        with pytest.raises(ImportsAtCapacity) as capped:
-            await desk.start("alice", source)
-        assert (capped.value.active, capped.value.limit) == (1, 1)
-        other = await desk.start("bob", source)  # the cap is each principal's own
-        assert await desk.get("bob", first.task_id) is None  # and so are the imports
-        assert (await desk.cancel("alice", first.task_id)).status == "working"  # cooperative: it ends on its own
-        ended = await desk.wait("alice", first.task_id)
-        assert ended.status == "cancelled" and ended.result is None
-        again = await desk.start("alice", source)  # the slot is free again
-        for job in (other, again):
-            await desk.cancel(job.principal, job.task_id)
-            assert (await desk.wait(job.principal, job.task_id)).status == "cancelled"
-
-    asyncio.run(scenario())
+    first = await desk.start("alice", source)
+    with pytest.raises(ImportsAtCapacity) as capped:
+        await desk.start("alice", source)
+    assert (capped.value.active, capped.value.limit) == (1, 1)
+    other = await desk.start("bob", source)  # the cap is each principal's own
+    assert await desk.get("bob", first.task_id) is None  # and so are the imports
+    cancelling = await desk.cancel("alice", first.task_id)
+    assert cancelling is not None and cancelling.status == "working"  # cooperative: it ends on its own
+    first_end = await ended(desk, first)
+    assert first_end.status == "cancelled" and first_end.result is None
+    again = await desk.start("alice", source)  # the slot is free again
+    for job in (other, again):  # cancelled wherever they are: resolving, connecting, mid-handshake, mid-body
+        await desk.cancel(job.principal, job.task_id)
+        assert (await ended(desk, job)).status == "cancelled"
     assert desk.assets.media.list("assets/") == []
 
 
-def test_a_refused_address_ends_the_imports_task_with_the_envelope(tmp_path, ca, origin6, monkeypatch):
+@pytest.mark.anyio
+async def test_a_refused_address_ends_the_imports_task_with_the_envelope(tmp_path, ca, origin6, monkeypatch):
     origin6.answers["/clip.mp4"] = Answer(body=SECRET.encode())
     desk = desk_of(tmp_path, ca, monkeypatch)
-
-    async def scenario():
-        job = await desk.start("alice", WebSource(origin6.url("/clip.mp4"), "::1"))
-        assert job.task_id.startswith("import_") and job.status == "working"
-        return await desk.wait("alice", job.task_id)
-
-    error = envelope(asyncio.run(scenario()))
+    job = await desk.start("alice", WebSource(origin6.url("/clip.mp4"), "::1"))
+    assert job.task_id.startswith("import_") and job.status == "working"
+    error = envelope(await ended(desk, job))
     assert error["code"] == "import_refused" and error["temporary"] is False and error["details"]["field"] == "url"
     assert "::1 is a loopback address" in error["details"]["reason"] and error["repair"]["next_step"]
     assert origin6.seen == []

@@ -95,10 +95,10 @@ def x264_crf(crf: int) -> Iterator[None]:
 def segment_plan(info, workers: int):
     """The segments a render of `info` plans on `workers` CPUs (RenderRun._render: plan_segments at that width,
     max_frames from Config's segment_max_megapixels at the output size, as RenderRun._max_segment_frames)."""
-    from render_kernels import output_size, plan_segments
+    from render_kernels import RenderSpec, plan_segments
     from serve_app.config import Config
 
-    width, height = output_size(*info.display_size(), RESOLUTION)
+    width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
     max_frames = max(1, Config.model_fields["segment_max_megapixels"].default * 1_000_000 // (width * height))
     return plan_segments(info, workers, max_frames=max_frames)
 
@@ -163,9 +163,9 @@ def score(points: list[Point], source: str, info) -> None:
     from media import psnr_y
     from render_throughput import lanczos_reference, stream_bytes
 
-    from render_kernels import output_size
+    from render_kernels import RenderSpec
 
-    width, height = output_size(*info.display_size(), RESOLUTION)
+    width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
     seconds = info.frame_count / info.fps
     for point in points:
         point.kbps = stream_bytes(point.path).get("video", 0) * 8 / seconds / 1000
@@ -219,13 +219,13 @@ def _bd(a: list[Point], b: list[Point], quality) -> float:
 def measure_source(name: str, args, workdir: str, with_vmaf: bool) -> SourceResult:
     from matrix_sources import matrix_source
 
-    from render_kernels import output_size, probe
+    from render_kernels import RenderSpec, probe
 
     source = matrix_source(workdir, name, args.seconds, audio=False)
     info = probe(source)
     segments = segment_plan(info, args.workers)
     seams = [s.start_frame for s in segments[1:]]
-    width, height = output_size(*info.display_size(), RESOLUTION)
+    width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
     print(
         f"\n{name}: {info.width}x{info.height} {info.fps:g} fps, {info.frame_count} frames -> {width}x{height}; "
         f"vidforge plans {len(segments)} segment(s) on {args.workers} CPUs, seams at frames {seams or 'none'}",

@@ -4,6 +4,11 @@ All of them are `CallToolResult`s: on the task path they sit inline in a `comple
 ([7.failed-task]: `completed` is delivery, not success); on the fallback path the status tool mirrors them. The
 registry stores only what happened (`mcp_protocol.domain.RenderEnd`); what the wire says about it, the
 expiry included, comes from here and the settings in force, so a change to these shapes needs no migration.
+
+A success names two resources: the video, and its poster (a JPEG frame of it, `vidforge://videos/<id>/poster.jpg`).
+Where the server mints a watch link (`RenderService.watch_url`: a page that plays the video in a browser, for the
+person the agent works for), it rides the text content and the video's `resource_link` description; the
+`structuredContent` is the contract's, unchanged.
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import duration_text, iso_ms
 
 
-def render_success_result(render_id: str, request: RenderRequest, artifact: Artifact, retention_s: int) -> JSONObject:
-    """The success payload: a `resource_link` to the video, never inline bytes ([3.resource-links])."""
+def poster_uri(render_id: str) -> str:
+    return f"vidforge://videos/{render_id}/poster.jpg"
+
+
+def render_success_result(
+    render_id: str, request: RenderRequest, artifact: Artifact, retention_s: int, watch_url: str | None = None
+) -> JSONObject:
+    """The success payload: `resource_link`s to the video and its poster, never inline bytes ([3.resource-links]);
+    with `watch_url`, the link to the video's watch page beside them."""
     ext = request.output_format
     uri = video_uri(render_id, ext)
     watermarked = request.watermark is not None
@@ -43,6 +55,10 @@ def render_success_result(render_id: str, request: RenderRequest, artifact: Arti
         "expires_at": iso_ms(artifact.finished_at_ms + retention_s * 1000),
     }
     summary = {k: structured[k] for k in ("status", "video_uri", "duration_seconds", "size_bytes")}
+    if watch_url is not None:
+        summary["watch_url"] = watch_url
+    watch = f" Watch it in a browser: {watch_url}" if watch_url is not None else ""
+    finished = iso_ms(artifact.finished_at_ms)
     return {
         "resultType": "complete",
         "isError": False,
@@ -55,10 +71,19 @@ def render_success_result(render_id: str, request: RenderRequest, artifact: Arti
                 "description": f"Rendered {request.resolution} {ext}"
                 + (f" at {artifact.width}x{artifact.height}" if artifact.width and artifact.height else "")
                 + (" with approved watermark" if watermarked else "")
-                + f"; retained {duration_text(retention_s)}.",
+                + f"; retained {duration_text(retention_s)}."
+                + watch,
                 "mimeType": artifact.mime,
                 "size": artifact.size_bytes,
-                "annotations": {"audience": ["user"], "priority": 0.9, "lastModified": iso_ms(artifact.finished_at_ms)},
+                "annotations": {"audience": ["user"], "priority": 0.9, "lastModified": finished},
+            },
+            {
+                "type": "resource_link",
+                "uri": poster_uri(render_id),
+                "name": "poster.jpg",
+                "description": "A frame of the rendered video, as a JPEG: a thumbnail to show before it plays.",
+                "mimeType": "image/jpeg",
+                "annotations": {"audience": ["user"], "priority": 0.5, "lastModified": finished},
             },
         ],
         "structuredContent": structured,
@@ -93,10 +118,11 @@ def end_error(rec: TaskRecord) -> VidforgeError | None:
     return error
 
 
-def end_result(rec: TaskRecord, retention_s: int) -> JSONObject:
-    """The `CallToolResult` a completed render answers with: its video, or the error it ended in."""
+def end_result(rec: TaskRecord, retention_s: int, watch_url: str | None = None) -> JSONObject:
+    """The `CallToolResult` a completed render answers with: its video (and `watch_url`, its watch page), or the
+    error it ended in."""
     if isinstance(rec.end, Succeeded):
-        return render_success_result(rec.task_id, rec.request, rec.end.artifact, retention_s)
+        return render_success_result(rec.task_id, rec.request, rec.end.artifact, retention_s, watch_url)
     error = end_error(rec)
     if error is None:
         raise ValueError(f"task {rec.task_id} has no result: it is {rec.status}")

@@ -4,7 +4,8 @@ Both views read the same `TaskRecord` (the TaskRegistry's), so the native and fa
 disagree about a render. A finished render's result is built from its stored end by `mcp_protocol.results`,
 with the retention in force when it is read. Where they name the watermark preview they also give the review link the
 server minted for the outstanding approval (`review_url`, from `RenderService.review_url`): the `vidforge://` URI is
-for clients, the link for the person, who can open it in a browser.
+for clients, the link for the person, who can open it in a browser. A finished video is named the same way: its
+`vidforge://videos/…` URI, and the link of its watch page (`watch_url`, from `RenderService.watch_url`).
 """
 
 from __future__ import annotations
@@ -97,15 +98,18 @@ def create_task_result(rec: TaskRecord, caller: Caller) -> JSONObject:
     return {"resultType": "task", **_task_fields(rec, caller)}
 
 
-def detailed_task(rec: TaskRecord, caller: Caller, retention_s: int, review_url: str | None = None) -> JSONObject:
+def detailed_task(
+    rec: TaskRecord, caller: Caller, retention_s: int, review_url: str | None = None, watch_url: str | None = None
+) -> JSONObject:
     """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params). An outstanding approval
-    is asked in the elicitation mode this request declared (mcp_protocol.elicitation), or not at all."""
+    is asked in the elicitation mode this request declared (mcp_protocol.elicitation), or not at all; a finished
+    video's result names its watch page (`watch_url`, from `RenderService.watch_url`)."""
     body: JSONObject = {"resultType": "complete", **_task_fields(rec, caller, review_url)}
     if rec.pending is not None:
         mode = approval_mode(caller.elicitation, review_url) if rec.approval is None else None
         body["inputRequests"] = {rec.pending.key: approval_request(rec, mode, review_url)} if mode is not None else {}
     elif rec.status is TaskStatus.COMPLETED:
-        body["result"] = end_result(rec, retention_s)
+        body["result"] = end_result(rec, retention_s, watch_url)
     return body
 
 
@@ -151,9 +155,12 @@ def error_envelope_of(rec: TaskRecord) -> JSONObject | None:
     return error.envelope() if error is not None else None
 
 
-def render_status(rec: TaskRecord, retention_s: int, review_url: str | None = None) -> JSONObject:
+def render_status(
+    rec: TaskRecord, retention_s: int, review_url: str | None = None, watch_url: str | None = None
+) -> JSONObject:
     """`vidforge_get_render_status`: mirrors the native signals for clients without tasks. Its outputSchema is
-    closed, so the review link rides in `status_message`; `watermark_preview_uri` stays the resource's URI."""
+    closed, so the review link rides in `status_message` (and, once the video is there, its watch page's link);
+    `watermark_preview_uri` stays the resource's URI."""
     render_id = rec.task_id
     state = fallback_state(rec)
     terminal = rec.status.terminal
@@ -179,6 +186,8 @@ def render_status(rec: TaskRecord, retention_s: int, review_url: str | None = No
         assert isinstance(result, dict)
         for key in ("video_uri", "duration_seconds", "size_bytes", "resolution", "watermark_applied"):
             out[key] = result[key]
+        if watch_url is not None:
+            out["status_message"] = f"{out['status_message']} Watch it in a browser: {watch_url}"
     elif state is FallbackState.FAILED:
         out["error"] = error_envelope_of(rec)
     if rec.pending is not None:

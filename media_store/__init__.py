@@ -11,15 +11,19 @@ storage and Ray); it imports nothing of vidforge but render_kernels' `Media` typ
 
 from __future__ import annotations
 
+from botocore.exceptions import BotoCoreError, ClientError
 from obstore.exceptions import BaseError as BucketError
 
-from media_store.base import MediaStore, StoredObject
+from media_store.base import DirectTransfers, InvalidUpload, MediaStore, PresignedUpload, StoredObject
 from media_store.local import LocalMediaStore
 from media_store.s3 import S3MediaStore
 
 __all__ = [
+    "DirectTransfers",
+    "InvalidUpload",
     "LocalMediaStore",
     "MediaStore",
+    "PresignedUpload",
     "S3MediaStore",
     "StorageUrlError",
     "StoredObject",
@@ -42,6 +46,7 @@ def open_media_store(storage_url: str | None, data_dir: str) -> MediaStore:
 
 
 def is_storage_fault(exc: BaseException) -> bool:
-    """Whether `exc` is the media store failing rather than the request: the bucket client's errors (endpoint out of
-    reach, credentials refused or missing, bucket gone) and I/O errors. A server answers these as temporary."""
-    return isinstance(exc, (OSError, BucketError))
+    """Whether `exc` is the media store failing rather than the request: the bucket clients' errors (endpoint out of
+    reach, credentials refused or missing, bucket gone; obstore's, and botocore's for direct transfers) and I/O
+    errors. A server answers these as temporary."""
+    return isinstance(exc, (OSError, BucketError, BotoCoreError, ClientError))

@@ -4,6 +4,10 @@ Keys are `/`-separated paths (`assets/<id>/blob`, `artifacts/<render_id>/final.m
 key is decided by media_store.assets and media_store.artifacts, never by a backend. Every write is atomic per
 key: a reader sees the whole object or none, also after a crash. Backends: media_store.local (a directory,
 the default) and media_store.s3 (an S3-compatible bucket).
+
+A bucket can also move bytes without the server in between (`MediaStore.direct_transfers`): presigned URLs a client
+downloads an object from, or uploads one to in parts, itself. A local directory has no such door: the server serves
+its bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,40 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from render_kernels import Media
+
+
+@dataclass(frozen=True)
+class PresignedUpload:
+    """A multipart upload a client sends straight to the store: the store's `upload_id`, and each part's presigned
+    URL (`part_urls[n]` takes part n + 1, `part_bytes` each but the last, as one HTTP PUT)."""
+
+    upload_id: str
+    part_bytes: int
+    part_urls: list[str]
+
+
+class InvalidUpload(ValueError):
+    """The parts of a direct upload do not make an object (none sent, or ones the store will not assemble)."""
+
+
+class DirectTransfers(Protocol):
+    """Presigned URLs of a store's objects: the bytes go between the client and the store, not through the server.
+    Each URL works for `lifetime_s` seconds and for nothing but its one object and method."""
+
+    def download_url(self, key: str, lifetime_s: int, mime: str, attachment: str | None = None) -> str:
+        """A GET URL of the object, answered with `mime` as its Content-Type and, with `attachment` (a file name),
+        as a download under that name. Range requests work on it."""
+
+    def start_upload(self, key: str, size_bytes: int, lifetime_s: int) -> PresignedUpload:
+        """Open a multipart upload of about `size_bytes` bytes to `key`; nothing appears under `key` until
+        `complete_upload`."""
+
+    def complete_upload(self, key: str, upload_id: str) -> None:
+        """Assemble the parts sent so far into the object at `key`. FileNotFoundError when no such upload is open
+        (never opened, completed or aborted already); InvalidUpload when its parts do not make an object."""
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """Drop the upload and the parts sent; an upload no longer open is skipped."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +71,10 @@ class MediaStore(Protocol):
     @property
     def description(self) -> str:
         """Where the media lives, for the operator's log (no credentials)."""
+
+    @property
+    def direct_transfers(self) -> DirectTransfers | None:
+        """Presigned URLs of this store's objects; None when the server must move the bytes itself."""
 
     def media(self, key: str) -> Media:
         """What the render kernels read for `key`: a local path, or a source fetching only the ranges read."""

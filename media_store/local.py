@@ -37,6 +37,10 @@ class LocalMediaStore:
     def description(self) -> str:
         return f"local directory {self.root}"
 
+    @property
+    def direct_transfers(self) -> None:
+        return None  # a directory has no door of its own: the server serves its bytes
+
     def path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/"))
 

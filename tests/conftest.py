@@ -74,6 +74,8 @@ MODULE_SECONDS = {
     "test_ray_failfast": 160,
     "test_storage_hygiene": 160,
     "test_s3_backend": 140,
+    "test_watch_page": 70,
+    "test_direct_transfers": 60,
     "test_media_limits": 115,
     "test_render_driver": 115,
     "test_storage_faults": 95,

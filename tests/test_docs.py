@@ -76,7 +76,6 @@ def relative_links(path: Path) -> list[str]:
     return [link for link in LINK.findall(prose(path.read_text())) if not re.match(r"[a-z][a-z0-9+.-]*:", link)]
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_relative_link_resolves_inside_the_repository(page):
     assert page.exists(), f"{page_id(page)} is missing"
@@ -90,7 +89,6 @@ def test_every_relative_link_resolves_inside_the_repository(page):
             assert anchor in anchors(resolved), f"{page_id(page)}: {link}: no heading of {target or 'this page'} has it"
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_no_path_on_a_page_leads_out_of_the_repository(page):
     """Written paths too (in code, not only links): a `../something` must stay inside the repository."""
@@ -99,7 +97,6 @@ def test_no_path_on_a_page_leads_out_of_the_repository(page):
         assert resolved.is_relative_to(REPO) and resolved.exists(), f"{page_id(page)}: {path} leads outside"
 
 
-@pytest.mark.fast
 def test_every_page_says_who_it_is_for():
     for page in sorted((REPO / "docs").glob("*.md")):
         lines = page.read_text().splitlines()
@@ -107,7 +104,6 @@ def test_every_page_says_who_it_is_for():
         assert lines[2].startswith("*For "), f"{page_id(page)}: the line under the title says who the page is for"
 
 
-@pytest.mark.fast
 def test_the_readme_is_a_quickstart():
     text = README.read_text()
     assert len(text.splitlines()) <= 150
@@ -151,7 +147,6 @@ def invocations(lines: list[str], command: str) -> list[list[str]]:
     return found
 
 
-@pytest.mark.fast
 def test_every_make_command_of_the_readme_is_a_target_of_the_makefile():
     """`make -n` (print, do not run) takes each one, and every VAR=value it gives reaches the commands."""
     calls = invocations(shown_commands(README.read_text()), "make")
@@ -173,7 +168,6 @@ def subcommand_parsers(parser: argparse.ArgumentParser) -> list[argparse.Argumen
     return found
 
 
-@pytest.mark.fast
 def test_every_vidforge_command_line_of_the_readme_parses(capsys):
     """Each command line of the README's `sh` blocks is given to the CLI's own argument parser as written: an
     unknown sub-command, flag or choice, or a missing argument, fails here."""
@@ -199,7 +193,6 @@ def named_parser(args: list[str]) -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.fast
 def test_every_vidforge_command_the_readme_names_exists():
     """The commands named in prose (`vidforge assets list`, `vidforge renders get RENDER_ID`, ...)."""
     calls = invocations(inline_commands(README.read_text()), "vidforge")
@@ -208,7 +201,6 @@ def test_every_vidforge_command_the_readme_names_exists():
         named_parser(args)
 
 
-@pytest.mark.fast
 def test_every_flag_the_readme_names_is_a_flag_of_vidforge():
     """The options listed in prose (`--format mp4|webm|mov`, `-o OUT`, ...)."""
     flags = {flag for sub in subcommand_parsers(vidforge_parser()) for flag in sub._option_string_actions}
@@ -219,7 +211,6 @@ def test_every_flag_the_readme_names_is_a_flag_of_vidforge():
             assert flag in flags, f"README: `{span}`: vidforge has no {flag}"
 
 
-@pytest.mark.fast
 def test_vidforge_help_runs_from_the_installed_command():
     """The command the README puts on PATH runs, and `vidforge render --help` shows the exit codes the README sends
     the reader to (one process: the parser checks above cover the other sub-commands in-process)."""
@@ -235,7 +226,6 @@ def served_routes() -> list[str]:
     return [path for source in sources for path in re.findall(r'Route\(\s*"(/[^"]*)"', source.read_text())]
 
 
-@pytest.mark.fast
 def test_every_url_the_readme_calls_is_a_route_of_the_server():
     patterns = [compile_path(path)[0] for path in served_routes()]
     urls = re.findall(rf"http://{re.escape(DOC_ADDRESS)}(/[^\s\"'?]*)", "\n".join(shown_commands(README.read_text())))
@@ -245,13 +235,11 @@ def test_every_url_the_readme_calls_is_a_route_of_the_server():
         assert any(pattern.match(path) for pattern in patterns), f"README calls {url}: no route serves it"
 
 
-@pytest.mark.fast
 def test_every_tool_the_readme_calls_exists():
     called = set(re.findall(r"\bvidforge_[a-z_]+\b", "\n".join(code_blocks(README.read_text(), "sh"))))
     assert called and called <= set(TOOL_NAMES), called - set(TOOL_NAMES)
 
 
-@pytest.mark.fast
 def test_the_readme_host_config_is_the_one_connect_md_runs():
     """tests/test_connect.py runs docs/connect.md's block with real hosts; the README shows the same one."""
     (readme_block,) = code_blocks(README.read_text(), "json")
@@ -285,7 +273,6 @@ def reads_as(default: object, written: str) -> bool:
     return head == default or (default == "" and head.startswith("empty"))
 
 
-@pytest.mark.fast
 def test_every_setting_is_documented_on_the_operating_page_with_its_default():
     documented = documented_defaults(OPERATING.read_text())
     for name, default in settings().items():
@@ -295,7 +282,6 @@ def test_every_setting_is_documented_on_the_operating_page_with_its_default():
         )
 
 
-@pytest.mark.fast
 def test_no_page_names_a_setting_that_does_not_exist():
     known = set(settings()) | CLIENT_VARIABLES
     for page in PAGES:

@@ -62,6 +62,8 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         "VIDFORGE_RESULT_RETENTION_S": str(RETENTION_S),
         "VIDFORGE_SWEEP_INTERVAL_S": "0.5",
         "VIDFORGE_POLL_INTERVAL_MS": "500",
+        # The bytes through the server, from the bucket (downloads as redirects: tests/test_direct_transfers.py).
+        "VIDFORGE_DIRECT_TRANSFERS": "off",
     }
     data_dir = tmp_path / "data"
     server = ServerProcess(data_dir, env=env, tokens=TOKENS).start()
@@ -107,7 +109,8 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
 
         video_key = f"{PREFIX}/artifacts/{task_id}/final.mp4"
         source_frame_key = f"{PREFIX}/artifacts/{task_id}/source-frame.png"  # the review page's source frame
-        assert s3_server.object_keys(f"{PREFIX}/artifacts/") == [video_key, source_frame_key, preview_key]
+        poster_key = f"{PREFIX}/artifacts/{task_id}/poster.jpg"  # the watch page's poster
+        assert s3_server.object_keys(f"{PREFIX}/artifacts/") == [video_key, poster_key, source_frame_key, preview_key]
         video = s3_server.get(video_key)
         assert media_files(data_dir) == []  # the data dir holds the registry's state only
         (tmp_path / "final.mp4").write_bytes(video)

@@ -72,7 +72,9 @@ class ServerFiles:
         url = f"{self.address.base_url}/artifacts/{video_uri.removeprefix(VIDEO_URI_PREFIX)}"
         partial = out.with_name(f".{out.name}.part")
         try:
-            async with self.http.stream("GET", url) as response:
+            # A server with its media in a bucket answers with a redirect to the object (direct transfers); the
+            # client drops the bearer token on the way there, the bucket's URL being its own credential.
+            async with self.http.stream("GET", url, follow_redirects=True) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     self._check(response, f"the download of {video_uri}")

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from serve_app.config import Config
+from serve_app.ingress.direct_uploads import UPLOADS_PATH
 from serve_app.ingress.refusals import MCP_PATH, refusal
 from serve_app.observability.catalog import REFUSALS
 
@@ -51,7 +52,7 @@ def caps(config: Config) -> dict[str, Cap]:
         "upload": Cap(
             config.max_uploads,
             "VIDFORGE_MAX_UPLOADS",
-            "uploads in progress (POST /assets)",
+            "uploads in progress (POST /assets, and direct uploads being completed)",
             "Wait for one of your uploads to finish, then upload again.",
         ),
         "download": Cap(
@@ -63,11 +64,16 @@ def caps(config: Config) -> dict[str, Cap]:
     }
 
 
+def is_completion(path: str) -> bool:
+    """`POST /assets/uploads/{upload_id}/complete` (serve_app/ingress/direct_uploads.py)."""
+    return path.startswith(UPLOADS_PATH + "/") and path.endswith("/complete")
+
+
 def kind_of(scope: Scope) -> str | None:
     """Which capped kind a request is, if any. A listen stream is told by its `Mcp-Method` header, which the
     SDK refuses (400/-32020) unless it equals the body's method; 2025-era requests have no listen method."""
     path, method = scope["path"], scope["method"]
-    if path == "/assets" and method == "POST":
+    if method == "POST" and (path == "/assets" or is_completion(path)):  # a direct upload is checked as it completes
         return "upload"
     if path.startswith("/artifacts/") and method == "GET":
         return "download"

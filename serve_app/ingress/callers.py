@@ -5,8 +5,8 @@ be known before the request runs: a request that is nobody yet must not hold a s
 checks the credential itself, with the app's own `BearerBackend`:
 
 - a valid bearer credential (or, with none configured, anyone: the one local principal) is that principal;
-- else a valid review link in the URL (`/review/<task>…?cap=…`: the signed capability of
-  serve_app/ingress/review/capability.py) is that link's task;
+- else a valid review or watch link in the URL (`/review/<task>…?cap=…`, `/watch/<task>…?cap=…`: the signed
+  capabilities of serve_app/ingress/review/capability.py) is that link's task;
 - else the request is anonymous: no credential, a wrong one, or a review capability only in a form body, which the
   door cannot see before reading it.
 
@@ -27,9 +27,11 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.types import Scope
 
+from serve_app.config import Config
 from serve_app.ingress.auth import BearerBackend
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
 from serve_app.ingress.review.links import CAPABILITY_PARAM, REVIEW_PATH
+from serve_app.ingress.watch.links import WATCH_PATH, watch_signer
 
 VERDICT = "vidforge.credential_verdict"  # the scope key of the door's verdict
 
@@ -39,12 +41,14 @@ Verdict = tuple[AuthCredentials, BaseUser] | AuthenticationError
 class CallerKind(StrEnum):
     PRINCIPAL = "principal"
     REVIEW_LINK = "review_link"
+    WATCH_LINK = "watch_link"
     ANONYMOUS = "anonymous"
 
 
 @dataclass(frozen=True)
 class Caller:
-    """Whose share a request counts against: a principal's, a review link's (by task), or the anonymous one."""
+    """Whose share a request counts against: a principal's, a review or watch link's (by task), or the anonymous
+    one."""
 
     kind: CallerKind
     name: str = ""
@@ -56,9 +60,13 @@ ANONYMOUS = Caller(CallerKind.ANONYMOUS)
 class Callers:
     """Tells who sends each request (see the module docstring)."""
 
-    def __init__(self, backend: BearerBackend, review_key: str | None) -> None:
+    def __init__(self, backend: BearerBackend, config: Config) -> None:
         self.backend = backend
-        self.review_signer = ReviewSigner(review_key) if review_key else None
+        review_signer = ReviewSigner(config.review_key) if config.review_key else None
+        self.link_signers = {
+            REVIEW_PATH: (CallerKind.REVIEW_LINK, review_signer),
+            WATCH_PATH: (CallerKind.WATCH_LINK, watch_signer(config)),
+        }
 
     async def identify(self, scope: Scope) -> Caller:
         conn = HTTPConnection(scope)
@@ -70,22 +78,21 @@ class Callers:
         scope[VERDICT] = verdict
         if not isinstance(verdict, AuthenticationError):
             return Caller(CallerKind.PRINCIPAL, verdict[1].identity)
-        if (task_id := self._reviewed_task(scope)) is not None:
-            return Caller(CallerKind.REVIEW_LINK, task_id)
-        return ANONYMOUS
+        return self._link_caller(scope) or ANONYMOUS
 
-    def _reviewed_task(self, scope: Scope) -> str | None:
-        """The task a valid review capability in the URL grants a look at; None without one."""
+    def _link_caller(self, scope: Scope) -> Caller | None:
+        """The task a valid review or watch capability in the URL grants a look at; None without one."""
         path: str = scope["path"]
-        if self.review_signer is None or not path.startswith(REVIEW_PATH + "/"):
-            return None
-        task_id = path[len(REVIEW_PATH) + 1 :].partition("/")[0]
-        token = QueryParams(scope["query_string"]).get(CAPABILITY_PARAM)
-        try:
-            self.review_signer.verify(task_id, token, time.time())
-        except LinkRefused:
-            return None
-        return task_id
+        for prefix, (kind, signer) in self.link_signers.items():
+            if signer is None or not path.startswith(prefix + "/"):
+                continue
+            task_id = path[len(prefix) + 1 :].partition("/")[0]
+            try:
+                signer.verify(task_id, QueryParams(scope["query_string"]).get(CAPABILITY_PARAM), time.time())
+            except LinkRefused:
+                return None
+            return Caller(kind, task_id)
+        return None
 
     def authentication(self) -> Middleware:
         """The authenticated mount's `AuthenticationMiddleware`, on the door's verdict."""

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from mcp_protocol import errors
 from serve_app.ingress.refusals import error_response
 
-ROUTES = "POST /mcp, POST /assets, GET /artifacts/{render_id}/final.{ext}"
+ROUTES = "POST /mcp, POST /assets, GET /artifacts/{render_id}/final.{ext}, GET /assets, GET /renders[/{render_id}]"
 
 
 def http_error(request: Request, exc: Exception) -> JSONResponse:

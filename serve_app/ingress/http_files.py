@@ -1,8 +1,14 @@
 """Plain-HTTP file routes beside `/mcp`: asset upload and artifact download (architecture: operator interface).
 
-Both sit behind the same bearer auth as `/mcp` and answer errors with the contract's envelope under `error`.
+All sit behind the same bearer auth as `/mcp` and answer errors with the contract's envelope under `error`.
 They see the service only through `FileService`; the bytes stream from and to the media store (a local
 directory or a bucket), never whole in memory.
+
+With the media in a bucket and VIDFORGE_DIRECT_TRANSFERS on (the default there), the bucket moves the bytes itself:
+a download is answered `307` to a presigned URL of the object that works for VIDFORGE_PRESIGNED_URL_TTL_S (Range
+requests go to it as they are), and a large upload can go to the bucket in parts (`POST /assets/uploads`, then
+`…/complete`: serve_app/ingress/direct_uploads.py), vetted as any upload. A local directory is served by the
+replica, as are both with direct transfers off.
 """
 
 from __future__ import annotations
@@ -12,32 +18,22 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
-from werkzeug.http import parse_range_header
 
 from mcp_protocol import errors
-from mcp_protocol.envelope import VidforgeError
-from media_store import MediaStore, is_storage_fault
+from mcp_protocol.envelope import VidforgeError, repair
+from media_store import InvalidUpload, is_storage_fault
 from render_kernels import UnsupportedMedia
-from render_kernels.probe import OverLimit
+from render_kernels.limits import OverLimit
+from serve_app.ingress.direct_uploads import DirectUploads, DirectUploadsOff, UnknownUpload
 from serve_app.ingress.refusals import error_response
+from serve_app.ingress.stored_media import STORAGE_RETRY_AFTER_S, ArtifactFile, artifact_response, storage_unavailable
 from serve_app.media.assets import Asset, AssetQuotaExceeded, AssetTooLarge
+from serve_app.media.content_sniff import MULTIPART
 from serve_app.media.disk_full import is_disk_full
 from serve_app.media.media_limits import media_refusal
 from serve_app.observability.catalog import REFUSALS
-
-STORAGE_RETRY_AFTER_S = 10  # a hint: a bucket or endpoint that stopped answering is often back within seconds
-
-
-def storage_unavailable() -> VidforgeError:
-    """The media store did not answer (unreachable, credentials refused, bucket gone): temporary, in the envelope."""
-    return errors.internal_error(
-        "vidforge could not reach its media storage; try again shortly.",
-        None,
-        "The media store did not answer; details are in the server log under this request_id.",
-        STORAGE_RETRY_AFTER_S * 1000,
-    )
 
 
 def storage_refusal(exc: Exception) -> JSONResponse:
@@ -60,22 +56,12 @@ class UploadLimits:
     retention_s: int  # VIDFORGE_ASSET_RETENTION_S, which the quota refusal states
 
 
-@dataclass(frozen=True)
-class ArtifactFile:
-    """A finished video as the download streams it: where it is, and what the response says about it."""
-
-    media: MediaStore
-    key: str
-    size_bytes: int  # as stored now
-    mime: str
-    filename: str
-
-
 class FileService(Protocol):
     """What the file routes need of the service (serve_app.ingress.ray_render_service.RayRenderService implements
     it)."""
 
     upload_limits: UploadLimits
+    direct_uploads: DirectUploads
 
     async def add_asset(self, chunks: AsyncIterator[bytes], principal: str, filename: str) -> Asset:
         """Store and parse an upload (AssetStore.add_stream: its exceptions are the refusals)."""
@@ -85,7 +71,8 @@ class FileService(Protocol):
 
 
 class AssetUpload:
-    """`POST /assets` (raw body, optional `?filename=`): streamed into the store, size-limited, probed → `{"uri"}`."""
+    """`POST /assets` (raw body, optional `?filename=`): streamed into the store, size-limited, probed → `{"uri"}`.
+    A multipart form (`curl -F`) is refused before its body is read, saying to send the file's raw bytes instead."""
 
     def __init__(self, files: FileService) -> None:
         self.files = files
@@ -93,6 +80,9 @@ class AssetUpload:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         limits = self.files.upload_limits
+        if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):  # `curl -F`
+            await error_response(415, errors.unsupported_codec("body", MULTIPART.refusal()))(scope, receive, send)
+            return
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limits.max_bytes:
             REFUSALS.inc(limit="body_size")
@@ -102,27 +92,108 @@ class AssetUpload:
             asset = await self.files.add_asset(
                 request.stream(), request.user.identity, request.query_params.get("filename", "upload")
             )
-        except AssetTooLarge:
-            REFUSALS.inc(limit="body_size")
-            response = error_response(413, errors.asset_too_large(limits.max_bytes))
-        except AssetQuotaExceeded as exc:
-            REFUSALS.inc(limit="quota")
-            response = error_response(413, errors.asset_quota_exceeded(exc.used, exc.limit, limits.retention_s))
-        except UnsupportedMedia as exc:  # 415 unreadable; 422 readable but past a limit (media_limit_exceeded)
-            refused = media_refusal("body", exc)
-            refused.report(cause=exc)
-            response = error_response(422 if isinstance(exc, OverLimit) else 415, refused)
-        except Exception as exc:  # noqa: BLE001 - a full or unreachable store is refused; any other fault re-raised
-            response = storage_refusal(exc)
+        except Exception as exc:  # noqa: BLE001 - every refusal answered; any other fault re-raised
+            response = upload_refusal(exc, limits)
         else:
-            response = JSONResponse({"uri": asset.uri, "kind": asset.kind, "size_bytes": asset.size_bytes}, 201)
+            response = asset_created(asset)
+        await response(scope, receive, send)
+
+
+def asset_created(asset: Asset) -> JSONResponse:
+    return JSONResponse({"uri": asset.uri, "kind": asset.kind, "size_bytes": asset.size_bytes}, 201)
+
+
+def upload_refusal(exc: Exception, limits: UploadLimits) -> JSONResponse:
+    """How an upload that ended in `exc` is refused (AssetStore's exceptions, and the store's faults); anything else
+    is raised again."""
+    if isinstance(exc, AssetTooLarge):
+        REFUSALS.inc(limit="body_size")
+        return error_response(413, errors.asset_too_large(limits.max_bytes))
+    if isinstance(exc, AssetQuotaExceeded):
+        REFUSALS.inc(limit="quota")
+        return error_response(413, errors.asset_quota_exceeded(exc.used, exc.limit, limits.retention_s))
+    if isinstance(exc, UnsupportedMedia):  # 415 unreadable; 422 readable but past a limit (media_limit_exceeded)
+        refused = media_refusal("body", exc)
+        refused.report(cause=exc)
+        return error_response(422 if isinstance(exc, OverLimit) else 415, refused)
+    return storage_refusal(exc)
+
+
+def direct_uploads_off() -> VidforgeError:
+    return errors.invalid_argument(
+        "This server takes no direct uploads.",
+        "path",
+        "Direct uploads need the media in a bucket (VIDFORGE_STORAGE_URL) and VIDFORGE_DIRECT_TRANSFERS on.",
+        repair("upload_asset", None, {}, "Send the file's raw bytes to POST /assets instead."),
+    )
+
+
+class DirectUploadOpen:
+    """`POST /assets/uploads?size_bytes=N[&filename=NAME]`: a multipart upload straight to the bucket → 201 with its
+    id and part URLs (serve_app/ingress/direct_uploads.py)."""
+
+    def __init__(self, files: FileService) -> None:
+        self.files = files
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        declared = request.query_params.get("size_bytes", "")
+        try:
+            if not declared.isdigit() or int(declared) < 1:
+                raise errors.invalid_argument(
+                    "The upload's size is missing or not valid.",
+                    "size_bytes",
+                    "size_bytes must be the file's size in bytes, a whole number of at least 1.",
+                    repair("open_upload", None, {"size_bytes": 1}, "Pass ?size_bytes=<the file's size in bytes>."),
+                )
+            filename = request.query_params.get("filename", "upload")
+            opened = await self.files.direct_uploads.open(request.user.identity, filename, int(declared))
+        except VidforgeError as error:
+            response: Response = error_response(400, error)
+        except DirectUploadsOff:
+            response = error_response(404, direct_uploads_off())
+        except Exception as exc:  # noqa: BLE001 - every refusal answered; any other fault re-raised
+            response = upload_refusal(exc, self.files.upload_limits)
+        else:
+            response = JSONResponse(opened.body(), 201)
+        await response(scope, receive, send)
+
+
+class DirectUploadComplete:
+    """`POST /assets/uploads/{upload_id}/complete`: the parts become the file, vetted as any upload → 201
+    `{"uri", "kind", "size_bytes"}`; a refused file is deleted."""
+
+    def __init__(self, files: FileService) -> None:
+        self.files = files
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            asset = await self.files.direct_uploads.complete(request.user.identity, request.path_params["upload_id"])
+        except DirectUploadsOff:
+            response = error_response(404, direct_uploads_off())
+        except UnknownUpload as exc:
+            response = error_response(410 if exc.expired else 404, errors.source_not_found("upload_id", exc.reason))
+        except InvalidUpload as exc:
+            error = errors.invalid_argument(
+                "The upload's parts do not make a file.",
+                "upload_id",
+                f"The bucket could not assemble them: {exc}. The upload was aborted.",
+                repair("open_upload", None, {}, "Open a new upload and send every part (all but the last part_bytes)."),
+            )
+            response = error_response(400, error)
+        except Exception as exc:  # noqa: BLE001 - every refusal answered; any other fault re-raised
+            response = upload_refusal(exc, self.files.upload_limits)
+        else:
+            response = asset_created(asset)
         await response(scope, receive, send)
 
 
 class ArtifactDownload:
     """`GET /artifacts/{render_id}/final.{ext}`: the finished render, streamed from the store with Range support
     (one `bytes` range → 206; a range past the end → 416; several ranges, or one not understood → the whole
-    file, as RFC 9110 §14.2 allows)."""
+    file, as RFC 9110 §14.2 allows); where the bucket serves it, a 307 to its presigned URL, which takes the
+    same Range requests."""
 
     def __init__(self, files: FileService) -> None:
         self.files = files
@@ -138,25 +209,4 @@ class ArtifactDownload:
         except Exception as exc:  # noqa: BLE001 - an unreachable store is refused; any other fault re-raised
             await storage_refusal(exc)(scope, receive, send)
             return
-        await _ranged(artifact, request.headers.get("range"), request.method == "HEAD")(scope, receive, send)
-
-
-def _ranged(artifact: ArtifactFile, range_header: str | None, head: bool) -> Response:
-    size = artifact.size_bytes
-    headers = {
-        "accept-ranges": "bytes",
-        "content-disposition": f'attachment; filename="{artifact.filename}"',
-    }
-    start, end, status = 0, size, 200
-    requested = parse_range_header(range_header) if range_header else None
-    if requested is not None and requested.units == "bytes" and len(requested.ranges) == 1:
-        span = requested.range_for_length(size)
-        if span is None:
-            return Response(status_code=416, headers={**headers, "content-range": f"bytes */{size}"})
-        (start, end), status = span, 206
-        headers["content-range"] = f"bytes {start}-{end - 1}/{size}"
-    headers["content-length"] = str(end - start)
-    if head:
-        return Response(status_code=status, headers=headers, media_type=artifact.mime)
-    chunks = artifact.media.read_stream(artifact.key, start, end)
-    return StreamingResponse(chunks, status_code=status, headers=headers, media_type=artifact.mime)
+        await artifact_response(artifact, request)(scope, receive, send)

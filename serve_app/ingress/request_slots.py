@@ -6,9 +6,9 @@ without end. No one caller may fill the slots either, or a few slow clients woul
 request is first told apart by who sends it (serve_app/ingress/callers.py), and counts, waiting or running, against
 its caller's share:
 
-- anonymous requests (no valid credential, no valid review link) together: `VIDFORGE_MAX_ANONYMOUS_REQUESTS`, and
+- anonymous requests (no valid credential, no valid review or watch link) together: `VIDFORGE_MAX_ANONYMOUS_REQUESTS`, and
   never the replica's last slot, refused past it with 503 (`internal_error`, temporary);
-- each principal, and each review link: `VIDFORGE_MAX_PRINCIPAL_REQUESTS`, refused past it with 429
+- each principal, and each review or watch link: `VIDFORGE_MAX_PRINCIPAL_REQUESTS`, refused past it with 429
   (`concurrency_limit_exceeded`).
 
 Every refusal is the contract's envelope on the route's carrier, with `retry_after_ms`, naming its settings.
@@ -102,8 +102,8 @@ class RequestSlots:
         return errors.internal_error(
             "Server busy for requests without credentials: try again shortly.",
             "Authorization",
-            f"This replica serves at most {self.anonymous_share} requests without a valid credential or review link "
-            "at once (VIDFORGE_MAX_ANONYMOUS_REQUESTS, never the last of VIDFORGE_MAX_ONGOING_REQUESTS).",
+            f"This replica serves at most {self.anonymous_share} requests without a valid credential, review link or "
+            "watch link at once (VIDFORGE_MAX_ANONYMOUS_REQUESTS, never the last of VIDFORGE_MAX_ONGOING_REQUESTS).",
             self.retry_after_s * 1000,
         )
 

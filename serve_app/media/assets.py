@@ -14,6 +14,7 @@ principal resolves to `source_not_found`, exactly like an unknown id.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -99,6 +100,13 @@ class AssetStore:
         """Bytes the principal's stored assets hold: what VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL bounds."""
         return self.index.usage(principal)
 
+    def check_room(self, principal: str, size: int) -> None:
+        """Whether an asset of `size` bytes may be stored for `principal`: AssetTooLarge past VIDFORGE_MAX_ASSET_BYTES,
+        AssetQuotaExceeded past the principal's quota."""
+        if size > self.max_bytes:
+            raise AssetTooLarge(f"upload exceeds {self.max_bytes} bytes")
+        self._check_quota(self.usage(principal), size)
+
     def _check_quota(self, used: int, size: int) -> None:
         if used + size > self.max_bytes_per_principal:
             raise AssetQuotaExceeded(used, self.max_bytes_per_principal)
@@ -121,7 +129,7 @@ class AssetStore:
         if size > self.max_bytes:
             raise AssetTooLarge(f"{path} is larger than {self.max_bytes} bytes")
         self._check_quota(self.usage(principal), size)
-        asset_id = _new_asset_id()
+        asset_id = new_asset_id()
         try:
             size = self.media.put_file(path, blob_key(asset_id))
             facts = inspect_media(self.media.media(blob_key(asset_id)), self.limits)
@@ -136,7 +144,7 @@ class AssetStore:
         (OverLimit past a limit) for media that cannot be used. Nothing here blocks the event loop, and an
         upload that ends in any way but success leaves nothing behind."""
         used = await anyio.to_thread.run_sync(self.usage, principal)
-        asset_id = _new_asset_id()
+        asset_id = new_asset_id()
 
         async def limited() -> AsyncIterator[bytes]:
             size = 0
@@ -147,12 +155,33 @@ class AssetStore:
                 self._check_quota(used, size)
                 yield chunk
 
-        try:
+        async with self._dropped_unless_published(asset_id):
             size = await self.media.write_stream(blob_key(asset_id), limited())
-            facts = await parse_isolated(
-                self.parse_bounds, inspect_media, self.media.media(blob_key(asset_id)), self.limits
-            )
-            return await anyio.to_thread.run_sync(self._publish, asset_id, principal, filename, size, facts)
+            return await self._vetted(asset_id, principal, filename, size)
+
+    async def add_stored(self, asset_id: str, principal: str, filename: str) -> Asset:
+        """A direct upload's file, which its client wrote to the store under `blob_key(asset_id)` itself (POST
+        /assets/uploads/…/complete): held to the same size limit, quota and isolated parse as a streamed upload, and
+        deleted unless it passes. FileNotFoundError when there is no such file."""
+        async with self._dropped_unless_published(asset_id):
+            size = await anyio.to_thread.run_sync(self.media.size, blob_key(asset_id))
+            if size is None:
+                raise FileNotFoundError(blob_key(asset_id))
+            await anyio.to_thread.run_sync(self.check_room, principal, size)
+            return await self._vetted(asset_id, principal, filename, size)
+
+    async def _vetted(self, asset_id: str, principal: str, filename: str, size: int) -> Asset:
+        """Parse the stored file in isolation (media_probe.parse_isolated) and publish it as an asset."""
+        facts = await parse_isolated(
+            self.parse_bounds, inspect_media, self.media.media(blob_key(asset_id)), self.limits
+        )
+        return await anyio.to_thread.run_sync(self._publish, asset_id, principal, filename, size, facts)
+
+    @contextlib.asynccontextmanager
+    async def _dropped_unless_published(self, asset_id: str) -> AsyncIterator[None]:
+        """Whatever ends the block but success (a refusal, a fault, the client going away) deletes the asset's files."""
+        try:
+            yield
         except BaseException:
             with anyio.CancelScope(shield=True):  # also when the client went away
                 await anyio.to_thread.run_sync(self._drop, asset_id)
@@ -168,5 +197,6 @@ class AssetStore:
         return Asset(**{k: meta[k] for k in Asset.__dataclass_fields__ if k in meta})
 
 
-def _new_asset_id() -> str:
+def new_asset_id() -> str:
+    """A fresh, unguessable asset id (also where a direct upload's file goes before it is an asset)."""
     return "a_" + secrets.token_hex(12)

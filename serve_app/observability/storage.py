@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import AbstractContextManager
 
-from media_store import MediaStore, StoredObject
+from media_store import DirectTransfers, MediaStore, StoredObject
 from render_kernels import Media
 from serve_app.observability.catalog import STORAGE_ERRORS
 
@@ -41,6 +41,11 @@ class StorageErrorCounter:
     @property
     def description(self) -> str:
         return self.store.description
+
+    @property
+    def direct_transfers(self) -> DirectTransfers | None:
+        """The store's presigned URLs: the bytes then go between the client and the bucket, outside this count."""
+        return self.store.direct_transfers
 
     def media(self, key: str) -> Media:
         return self.store.media(key)

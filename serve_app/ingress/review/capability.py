@@ -19,7 +19,7 @@ import hmac
 import re
 from dataclasses import dataclass
 
-PURPOSE = "vidforge/watermark-review/v1"  # domain separation: the key signs nothing else, but say what this MAC is
+PURPOSE = "vidforge/watermark-review/v1"  # domain separation: what this MAC is; the key's other links name theirs
 # Matched whole (`fullmatch`: a `$` would also match before a final newline).
 _TOKEN = re.compile(r"(?P<round>[1-9][0-9]{0,8})\.(?P<expires>[0-9]{1,12})\.(?P<signature>[A-Za-z0-9_-]{43})")
 
@@ -55,13 +55,16 @@ def not_valid_for_this_render() -> LinkRefused:
 
 
 class ReviewSigner:
-    """Mints and checks tokens under one key (VIDFORGE_REVIEW_KEY, or the state dir's generated key)."""
+    """Mints and checks tokens under one key (VIDFORGE_REVIEW_KEY, or the state dir's generated key), for one
+    `purpose`: the review page's by default; other links signed with the key (the watch page's) name their own, so
+    that a token minted for one never opens another."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, purpose: str = PURPOSE) -> None:
         self._key = key.encode("utf-8")
+        self._purpose = purpose
 
     def _signature(self, cap: ReviewCapability) -> str:
-        message = f"{PURPOSE}\n{cap.task_id}\n{cap.round}\n{cap.expires_s}".encode()
+        message = f"{self._purpose}\n{cap.task_id}\n{cap.round}\n{cap.expires_s}".encode()
         digest = hmac.new(self._key, message, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 

@@ -1,0 +1,48 @@
+"""The watch link of a finished render: absolute, on the server's public base URL (VIDFORGE_PUBLIC_URL, else the bind
+address), so a chat transcript can carry it as it is. It works until the result's retention ends (the moment the
+render finished plus VIDFORGE_RESULT_RETENTION_S), fixed by the result, so every read of one result hands out the
+same link.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from mcp_protocol.domain import Succeeded, TaskRecord
+from serve_app.config import Config
+from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
+from serve_app.ingress.review.links import with_capability
+
+WATCH_PATH = "/watch"
+PURPOSE = "vidforge/watch/v1"  # the key's review links name another purpose: neither opens the other's page
+# The capability's round: a render has one result, so its watch link has one round (the token's format is the
+# review page's, which names the approval round it decides).
+RESULT_ROUND = 1
+
+
+def watch_path(task_id: str, suffix: str = "") -> str:
+    """The path of a task's watch page (`suffix`: one of its files, e.g. "/poster.jpg")."""
+    return f"{WATCH_PATH}/{quote(task_id, safe='')}{suffix}"
+
+
+def watch_signer(config: Config) -> ReviewSigner | None:
+    """The signer of watch links, under the review key; None without one (no links are minted)."""
+    return ReviewSigner(config.review_key, PURPOSE) if config.review_key else None
+
+
+class WatchLinks:
+    """Mints watch links under the configured key; without one (a server not started by the launch step, such as the
+    in-process fast lane) there are none, and the wire names only the vidforge:// resources."""
+
+    def __init__(self, config: Config) -> None:
+        self.signer = watch_signer(config)
+        self.base_url = config.public_base_url
+        self.retention_s = config.result_retention_s
+
+    def url(self, rec: TaskRecord) -> str | None:
+        """The absolute watch URL of `rec`'s video; None when it has none (not finished, or ended in an error)."""
+        if self.signer is None or not isinstance(rec.end, Succeeded):
+            return None
+        expires_s = rec.end.artifact.finished_at_ms // 1000 + self.retention_s
+        cap = ReviewCapability(rec.task_id, RESULT_ROUND, expires_s)
+        return self.base_url + with_capability(watch_path(rec.task_id), self.signer.token(cap))

@@ -1,0 +1,182 @@
+"""The watch page's routes, outside bearer authentication (the link's capability is the credential):
+
+- `GET /watch/{task_id}?cap=…` — the page;
+- `GET /watch/{task_id}/video?cap=…` — the video for its `<video>` (inline, Range requests; HEAD too);
+- `GET /watch/{task_id}/download?cap=…` — the same bytes as a download (`final.<ext>`);
+- `GET /watch/{task_id}/poster.jpg?cap=…` — the poster frame.
+
+Where the bucket serves the video (serve_app/ingress/http_files.py: `artifact_response`), the video and the download
+are 307s to presigned URLs of the object, and the page's Content-Security-Policy allows media from the bucket's
+endpoint too. Every answer, the refusals included, carries the review page's browser hardening headers
+(serve_app/ingress/review/pages.py); a refused link is a page a person can read, as on the review page: 403 for a
+link this server did not issue for this video (tampered, another task's, a review link, none), 410 for an expired
+one or a video no longer kept.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from mcp_protocol.domain import Artifact, Succeeded, TaskRecord
+from mcp_protocol.envelope import VidforgeError
+from media_store import is_storage_fault
+from serve_app.config import Config
+from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
+from serve_app.ingress.review.links import CAPABILITY_PARAM, with_capability
+from serve_app.ingress.review.pages import SECURITY_HEADERS, Moment, html_page, refused_page
+from serve_app.ingress.stored_media import ArtifactFile, artifact_response, storage_unavailable
+from serve_app.ingress.watch.links import WATCH_PATH, watch_path, watch_signer
+from serve_app.ingress.watch.view import WatchView
+
+TEMPLATES = "serve_app.ingress.watch"  # templates/watch.html
+CSP = "Content-Security-Policy"
+WATCH_FILES = ("video", "download", "poster.jpg")  # what the page loads or links to, each through the capability
+
+
+class WatchBackend(Protocol):
+    """What the watch routes need of the server (serve_app.ingress.ray_render_service.RayRenderService)."""
+
+    async def watch_render(self, task_id: str) -> TaskRecord | None:
+        """The render, whoever owns it (the capability was checked), from the registry itself; None once deleted."""
+        ...
+
+    async def artifact_file(self, principal: str, render_id: str, ext: str) -> ArtifactFile:
+        """The principal's finished video (http_files.FileService.artifact_file)."""
+        ...
+
+    async def watch_poster(self, task_id: str) -> bytes | None:
+        """The stored poster JPEG; None when there is none."""
+        ...
+
+
+class _Refused(Exception):
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def _refusal(status: int, title: str, reason: str, ended_s: int | None = None) -> _Refused:
+    ended = Moment.of_ms(ended_s * 1000) if ended_s is not None else None
+    return _Refused(refused_page(status, title, reason, ended=ended))
+
+
+def not_valid() -> _Refused:
+    return _refusal(
+        403,
+        "This watch link is not valid",
+        "The link is not one this server issued for this video. Open the link exactly as the agent gave it.",
+    )
+
+
+def gone() -> _Refused:
+    return _refusal(410, "This video is no longer available", "It was deleted after its retention.")
+
+
+class WatchRoutes:
+    def __init__(self, config: Config, backend: WatchBackend, signer: ReviewSigner) -> None:
+        self.backend = backend
+        self.signer = signer
+        self.retention_s = config.result_retention_s
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(WATCH_PATH + "/{task_id}", self.page, methods=["GET"]),
+            Route(WATCH_PATH + "/{task_id}/video", self.video, methods=["GET", "HEAD"]),
+            Route(WATCH_PATH + "/{task_id}/download", self.download, methods=["GET", "HEAD"]),
+            Route(WATCH_PATH + "/{task_id}/poster.jpg", self.poster, methods=["GET"]),
+        ]
+
+    async def _authorized(self, request: Request) -> tuple[TaskRecord, Artifact]:
+        """The finished video the link in `request` grants a look at: a link this server signed for this task, unexpired,
+        of a render whose video is still kept."""
+        task_id = request.path_params["task_id"]
+        try:
+            self.signer.verify(task_id, request.query_params.get(CAPABILITY_PARAM), time.time())
+        except LinkRefused as refused:
+            if refused.status != 410:
+                raise not_valid() from None
+            raise _refusal(
+                410,
+                "This watch link has expired",
+                "The video was kept for a limited time, and its link with it. Ask the agent to render it again.",
+                refused.ended_s,
+            ) from None
+        rec = await self.backend.watch_render(task_id)
+        if rec is None or not isinstance(rec.end, Succeeded):
+            raise gone()
+        return rec, rec.end.artifact
+
+    async def _file(self, rec: TaskRecord, artifact: Artifact) -> ArtifactFile:
+        try:
+            return await self.backend.artifact_file(rec.principal, rec.task_id, artifact.ext)
+        except VidforgeError:
+            raise gone() from None
+        except Exception as exc:
+            if not is_storage_fault(exc):
+                raise
+            error = storage_unavailable()
+            error.report(cause=exc)  # the one line of its request_id, with the store's own exception
+            raise _refusal(
+                503, "The video cannot be reached right now", f"{error.message} ({error.request_id})"
+            ) from exc
+
+    async def page(self, request: Request) -> Response:
+        try:
+            rec, artifact = await self._authorized(request)
+            file = await self._file(rec, artifact)
+        except _Refused as refused:
+            return refused.response
+        token = request.query_params[CAPABILITY_PARAM]
+        links = {name: with_capability(watch_path(rec.task_id, f"/{name}"), token) for name in WATCH_FILES}
+        response = html_page(
+            "watch.html",
+            package=TEMPLATES,
+            view=WatchView.of(rec, artifact, self.retention_s),
+            links=links,
+        )
+        response.headers[CSP] = media_policy(file)
+        return response
+
+    async def video(self, request: Request) -> Response:
+        return await self._video(request, attachment=False)
+
+    async def download(self, request: Request) -> Response:
+        return await self._video(request, attachment=True)
+
+    async def _video(self, request: Request, attachment: bool) -> Response:
+        try:
+            file = await self._file(*await self._authorized(request))
+        except _Refused as refused:
+            return refused.response
+        return artifact_response(file, request, attachment, SECURITY_HEADERS)
+
+    async def poster(self, request: Request) -> Response:
+        try:
+            rec, _ = await self._authorized(request)
+        except _Refused as refused:
+            return refused.response
+        jpeg = await self.backend.watch_poster(rec.task_id)
+        if jpeg is None:
+            return refused_page(404, "Poster not available", "No poster is stored for this video.")
+        return Response(jpeg, media_type="image/jpeg", headers=SECURITY_HEADERS)
+
+
+def media_policy(file: ArtifactFile) -> str:
+    """The pages' Content-Security-Policy with the video's sources allowed: this server, and where the bucket serves
+    the video, its endpoint's origin (the presigned URL the video's 307 leads to)."""
+    sources = ["'self'"]
+    if (url := file.download_url(attachment=False)) is not None:
+        bucket = urlsplit(url)
+        sources.append(f"{bucket.scheme}://{bucket.netloc}")
+    return f"{SECURITY_HEADERS[CSP]}; media-src {' '.join(sources)}"
+
+
+def watch_routes(config: Config, backend: WatchBackend) -> list[BaseRoute]:
+    """The watch routes; none without a review key (a server started without the launch step mints no links)."""
+    signer = watch_signer(config)
+    return WatchRoutes(config, backend, signer).routes() if signer is not None else []

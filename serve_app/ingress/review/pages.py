@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
@@ -39,7 +39,7 @@ STATIC_PATH = "/review/static"
 STATIC_TYPES = {"review.css": "text/css", "local-time.js": "text/javascript"}  # every file the pages load
 STYLESHEET_PATH = f"{STATIC_PATH}/review.css"
 SCRIPT_PATH = f"{STATIC_PATH}/local-time.js"
-TEMPLATES = "serve_app.ingress.review"
+TEMPLATES = "serve_app.ingress.review"  # also the pages' shared ones: base.html (the head), moment.html
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,10 @@ class Moment:
 
 @functools.cache
 def templates(package: str) -> Environment:
-    """The Jinja2 environment over `package`'s `templates/` folder."""
+    """The Jinja2 environment over `package`'s `templates/` folder, then the review page's (its pages extend
+    `base.html` and import `moment.html` from there: one head, one time markup for every page)."""
     return Environment(
-        loader=PackageLoader(package, "templates"),
+        loader=ChoiceLoader([PackageLoader(package, "templates"), PackageLoader(TEMPLATES, "templates")]),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
         trim_blocks=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 
@@ -107,7 +108,10 @@ def test_a_busy_port_is_one_line_naming_it_and_how_to_pick_another(tmp_path):
 
 def make_dry_run(*args: str) -> list[str]:
     """The commands `make ARGS` would run, whatever is installed already (-B: every target out of date)."""
-    done = subprocess.run(["make", "-n", "-B", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    # As a user's shell runs it: not as a sub-make of `make test`, whose MAKEFLAGS/MAKELEVEL would add
+    # "make[1]: Entering directory" lines (and its flags) to what is printed.
+    env = {name: value for name, value in os.environ.items() if name not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(["make", "-n", "-B", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 

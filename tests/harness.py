@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -351,6 +352,27 @@ class Wire:
 
     def close(self) -> None:
         self.client.close()
+
+
+def listen_messages(server: ServerProcess, wire: Wire, task_id: str, request_id: str) -> Iterator[dict[str, Any]]:
+    """The messages of a `subscriptions/listen` stream for one task, as they arrive, up to its final result."""
+    caps = {"extensions": {TASKS_EXT: {}}}
+    params = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        },
+        "notifications": {"taskIds": [task_id]},
+    }
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": params}
+    with httpx.Client(timeout=RENDER_DEADLINE_S) as http:
+        with http.stream("POST", server.url, json=body, headers=wire.headers("subscriptions/listen")) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    message = json.loads(line[len("data: ") :])
+                    yield message
+                    if "result" in message or "error" in message:
+                        return
 
 
 def upload(server, path: str, token: str | None = None) -> str:

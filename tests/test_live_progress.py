@@ -5,17 +5,15 @@ stream listens: the figures move at every few polls, from inside the segment tas
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import threading
 import time
 
-import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
 from actors.task_registry import QUEUED_MESSAGE
-from tests.harness import PROTOCOL, RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload
+from tests.harness import RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, listen_messages, upload
 from tests.media import make_clip
 
 pytestmark = pytest.mark.ray
@@ -51,22 +49,8 @@ def source(server, tmp_path_factory):
 
 def listen(server: ServerProcess, wire: Wire, task_id: str, seen: list[dict]) -> None:
     """Collect a `subscriptions/listen` stream for one task until its final result."""
-    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-    params = {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-            "io.modelcontextprotocol/clientCapabilities": caps,
-        },
-        "notifications": {"taskIds": [task_id]},
-    }
-    body = {"jsonrpc": "2.0", "id": "listen-live", "method": "subscriptions/listen", "params": params}
-    with httpx.Client(timeout=RENDER_DEADLINE_S) as http:
-        with http.stream("POST", server.url, json=body, headers=wire.headers("subscriptions/listen")) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    seen.append(json.loads(line[len("data: ") :]))
-                    if "result" in seen[-1] or "error" in seen[-1]:
-                        return
+    for message in listen_messages(server, wire, task_id, "listen-live"):  # one at a time: the test reads as it grows
+        seen.append(message)
 
 
 def test_progress_advances_at_every_few_polls_on_every_surface(server, source):

@@ -12,17 +12,15 @@ than seconds: a slow answer on a loaded machine is one poll fewer, never a silen
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-import httpx
 import pytest
 
-from tests.harness import PROTOCOL, RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload
+from tests.harness import RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, listen_messages, upload
 from tests.media import make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -132,22 +130,8 @@ def shows_all_frames(observed: list[Seen]) -> bool:
 
 def listen(server: ServerProcess, wire: Wire, task_id: str, notes: list[tuple[float, dict]]) -> None:
     """Collect a `subscriptions/listen` stream for one task, with each message's arrival time, until its result."""
-    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-    params = {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-            "io.modelcontextprotocol/clientCapabilities": caps,
-        },
-        "notifications": {"taskIds": [task_id]},
-    }
-    body = {"jsonrpc": "2.0", "id": "listen-cadence", "method": "subscriptions/listen", "params": params}
-    with httpx.Client(timeout=RENDER_DEADLINE_S) as http:
-        with http.stream("POST", server.url, json=body, headers=wire.headers("subscriptions/listen")) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    notes.append((time.monotonic(), json.loads(line[len("data: ") :])))
-                    if "result" in notes[-1][1] or "error" in notes[-1][1]:
-                        return
+    for message in listen_messages(server, wire, task_id, "listen-cadence"):
+        notes.append((time.monotonic(), message))
 
 
 def poll(task_id: str, read: Callable[[], tuple[str, str]], observed: list[Seen]) -> None:

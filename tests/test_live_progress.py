@@ -99,8 +99,11 @@ def test_progress_advances_at_every_few_polls_on_every_surface(server, source):
         pct, done, total = int(m[1]), int(m[2]), int(m[3])
         assert total == FRAMES and 0 <= done < total and pct == 100 * done // total
         assert float(m[4]) > 0 and float(m[5]) > 0
-    frames = [int(m) for m in re.findall(r"frame (\d+)/", " ".join(working))]
+    # The head's "(frame N/T)" counts encoded frames; the mux step's "frame N/T written" counts again from 1.
+    frames = [int(m) for m in re.findall(r"\(frame (\d+)/", " ".join(working))]
     assert frames == sorted(frames), "frames in the status messages went backwards"
+    written = [int(m) for m in re.findall(r"frame (\d+)/\d+ written", " ".join(working))]
+    assert written == sorted(written), "frames written in the status messages went backwards"
 
     # Issue 22: each second's count reaches a poller. The driver passes a count on as a segment reports it, at most
     # once a second; from the first frame counted to the last, a poller every POLL_S sees at least one new message

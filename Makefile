@@ -80,6 +80,8 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/rate_distortion.py
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3
 	$(BIN)/python benchmarks/control_plane.py
+	$(BIN)/python benchmarks/registry_scale.py
+	$(BIN)/python benchmarks/registry_scale.py --postgresql
 	$(BIN)/python benchmarks/transfer_cpu.py
 	$(BIN)/python benchmarks/reliability.py
 	$(BIN)/python benchmarks/autoscale.py --plot docs/autoscale.png

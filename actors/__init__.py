@@ -1,5 +1,5 @@
-"""vidforge actors: the TaskRegistry (sole owner of task state), its durable store, and the typed clients of the
-registry and the render supervisor actors."""
+"""vidforge actors: the TaskRegistry (sole owner of task state), its durable stores (SQLite, PostgreSQL), and the
+typed clients of the registry and the render supervisor actors."""
 
 from actors.client import RegistryApi, SupervisorApi, open_registry
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound

@@ -7,8 +7,10 @@ told to start over (its sequence means nothing to the new instance); the sequenc
 change and every deletion.
 
 Collecting "what changed after S" costs O(changes after S), not O(tasks): each task's last change sits in an
-ordered map kept in sequence order (a change moves its task to the end). Deleted ids are kept in a bounded log;
-a reader that fell behind the log is told to reset (drop everything it holds), which is always safe.
+ordered map kept in sequence order (a change moves its task to the end). Both the changed tasks and the deleted
+ids are kept in bounded logs, so the feed's memory does not grow with the tasks held; a reader that fell behind
+either log is told to reset (drop everything it holds), which is always safe. A changed record is read when a
+reader asks (through the registry's working set: memory, or the store by key).
 """
 
 from __future__ import annotations
@@ -49,31 +51,34 @@ class ChangeFeed:
     """The registry's bookkeeping of changes; the registry calls ``changed``/``deleted`` and answers with
     ``since``. Not async itself: the registry's event loop serializes every call."""
 
-    def __init__(self, deletion_log: int) -> None:
+    def __init__(self, log_size: int) -> None:
         self.epoch = secrets.token_hex(8)
         self.seq = 0
+        self._log_size = log_size  # tasks whose last change is remembered, and deletions remembered
         self._last_change: OrderedDict[str, int] = OrderedDict()  # task id -> seq of its last change, in seq order
-        self._deletions: deque[tuple[int, str]] = deque(maxlen=deletion_log)  # (seq, task id), oldest first
-        self._forgotten_through = 0  # the newest deletion that has left the log
+        self._deletions: deque[tuple[int, str]] = deque(maxlen=log_size)  # (seq, task id), oldest first
+        self._forgotten_through = 0  # the newest change or deletion that has left its log
 
     def changed(self, task_id: str) -> None:
         self.seq += 1
         self._last_change[task_id] = self.seq
         self._last_change.move_to_end(task_id)
+        if len(self._last_change) > self._log_size:
+            _, self._forgotten_through = self._last_change.popitem(last=False)
 
     def deleted(self, task_ids: Iterable[str]) -> None:
         for task_id in task_ids:
             self.seq += 1
             self._last_change.pop(task_id, None)
             if len(self._deletions) == self._deletions.maxlen:
-                self._forgotten_through = self._deletions[0][0]
+                self._forgotten_through = max(self._forgotten_through, self._deletions[0][0])
             self._deletions.append((self.seq, task_id))
 
     def readable(self, epoch: str | None, since: int) -> bool:
         """Whether a reader at (``epoch``, ``since``) can be answered with changes rather than a reset."""
         return epoch == self.epoch and self._forgotten_through <= since <= self.seq
 
-    def since(self, epoch: str | None, since: int, record: Callable[[str], TaskRecord]) -> Changes:
+    def since(self, epoch: str | None, since: int, record: Callable[[str], TaskRecord | None]) -> Changes:
         """What changed after (``epoch``, ``since``), each changed task as ``record`` (its id) answers now."""
         if not self.readable(epoch, since):
             return Changes(epoch=self.epoch, seq=self.seq, reset=True)
@@ -82,6 +87,6 @@ class ChangeFeed:
         return Changes(
             epoch=self.epoch,
             seq=self.seq,
-            records=tuple(record(task_id) for task_id, _ in reversed(list(changed))),
+            records=tuple(rec for task_id, _ in reversed(list(changed)) if (rec := record(task_id)) is not None),
             deleted=tuple(task_id for _, task_id in reversed(list(deleted))),
         )

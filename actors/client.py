@@ -25,6 +25,7 @@ from actors.observer import RegistryObserver
 from actors.settings import RegistrySettings
 from actors.task_registry import QUEUED_MESSAGE, Created, TaskRegistry
 from mcp_protocol.domain import ApprovalAnswer, Artifact, Phase, RenderEnd, RenderRequest, TaskRecord
+from mcp_protocol.webhook_events import Attempt, Backlog, Delivery
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class RegistryApi(Protocol):
     async def get_any(self, task_id: str) -> TaskRecord | None: ...
     async def get_artifact(self, principal: str, task_id: str) -> Artifact | None: ...
     async def nonterminal(self) -> list[TaskRecord]: ...
-    async def task_ids(self) -> list[str]: ...
+    async def known_task_ids(self, task_ids: list[str]) -> set[str]: ...
     async def count_active(self, principal: str) -> int: ...
     async def list_owned(
         self, principal: str, limit: int, before: tuple[int, str] | None = None
@@ -79,6 +80,14 @@ class RegistryApi(Protocol):
     async def finish(self, task_id: str, end: RenderEnd, message: str | None = None) -> TaskRecord | None: ...
     async def bump_attempt(self, task_id: str) -> TaskRecord | None: ...
     async def renew_leases(self, task_ids: list[str]) -> None: ...
+
+    # the webhook outbox: its dispatcher, and `GET /webhooks`
+    async def webhooks_due(self, now_ms: int, limit: int, lease_until_ms: int) -> list[Delivery]: ...
+    async def record_webhook_attempt(self, event_id: str, attempt: Attempt) -> None: ...
+    async def list_webhook_deliveries(
+        self, principal: str, limit: int, before: tuple[int, str] | None = None
+    ) -> list[Delivery]: ...
+    async def webhook_backlog(self) -> Backlog: ...
 
 
 class SupervisorApi(Protocol):
@@ -155,7 +164,7 @@ class RegistryClient(ActorClient):
     get_any = _Call(RegistryApi.get_any)
     get_artifact = _Call(RegistryApi.get_artifact)
     nonterminal = _Call(RegistryApi.nonterminal)
-    task_ids = _Call(RegistryApi.task_ids)
+    known_task_ids = _Call(RegistryApi.known_task_ids)
     count_active = _Call(RegistryApi.count_active)
     list_owned = _Call(RegistryApi.list_owned)
     watch = _Call(RegistryApi.watch)
@@ -168,6 +177,10 @@ class RegistryClient(ActorClient):
     finish = _Call(RegistryApi.finish)
     bump_attempt = _Call(RegistryApi.bump_attempt)
     renew_leases = _Call(RegistryApi.renew_leases)
+    webhooks_due = _Call(RegistryApi.webhooks_due)
+    record_webhook_attempt = _Call(RegistryApi.record_webhook_attempt)
+    list_webhook_deliveries = _Call(RegistryApi.list_webhook_deliveries)
+    webhook_backlog = _Call(RegistryApi.webhook_backlog)
 
 
 class SupervisorClient(ActorClient):

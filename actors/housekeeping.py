@@ -1,7 +1,7 @@
 """The TaskRegistry's housekeeping: the sweep that runs every ``sweep_interval_s`` for the registry's lifetime.
 
 It ends approvals past their deadline, deletes what is past its retention (finished renders with their files,
-idle assets, old idempotency keys) and hands tasks whose driver went quiet to a driver again. A mixin of
+idle assets, old idempotency keys, settled webhook deliveries) and hands tasks whose driver went quiet to a driver again. A mixin of
 ``TaskRegistry`` (actors.task_registry): it works on the registry's own state, declared below, and moves tasks
 only through the registry's state machine (``transition``).
 """
@@ -16,6 +16,7 @@ from actors.change_feed import ChangeFeed
 from actors.observer import RegistryObserver
 from actors.settings import RegistrySettings
 from actors.store import TaskStore
+from actors.working_set import WorkingSet
 from mcp_protocol.domain import ApprovalTimedOut, TaskRecord, TaskStatus
 from media_store import MediaStore
 from media_store.artifacts import delete_renders
@@ -43,6 +44,7 @@ class SweepReport:
     tasks_deleted: int
     assets_deleted: int
     idempotency_keys_dropped: int
+    webhook_deliveries_dropped: int
     redriven: list[str]
     backlog: bool  # a batch was full: more is left to delete
 
@@ -58,7 +60,7 @@ class Housekeeping:
     _media: MediaStore
     _assets: AssetIndex
     _store: TaskStore
-    _tasks: dict[str, TaskRecord]
+    _records: WorkingSet
     _unsaved: dict[str, int]
     _observer: RegistryObserver
     _feed: ChangeFeed
@@ -104,20 +106,26 @@ class Housekeeping:
            requested cancel, and ends. The poke itself holds the lease for one term, so an unanswered poke is
            repeated once a lease later, never every pass.
         5. Assets past ``asset_retention_s`` that no non-terminal task names are deleted (``_expire_assets``).
+        6. Webhook deliveries settled (delivered or given up) whose event is older than ``result_retention_s`` are
+           forgotten, a batch at a time through the store's index on settled rows; pending ones stay until the
+           dispatcher settles them (it gives up on an event past VIDFORGE_WEBHOOK_MAX_AGE_S).
 
         Deletions come in batches of at most ``sweep_batch`` tasks and as many assets, their file work in
-        threads, so the registry keeps answering while thousands go; ``backlog`` says a batch was full.
+        threads, so the registry keeps answering while thousands go; ``backlog`` says a batch was full. A pass
+        reads the live records and, through the store's retention index, only the expired ones: its cost does not
+        grow with the finished records retained.
         """
         self._bind_loop()
         now = self._now_ms()
         lease_ms = int(DRIVER_LEASE_S * 1000)
         timed_out = 0
         batch = self._config.sweep_batch
-        expired: list[TaskRecord] = []
+        # expires_ms(retention) <= now, read through the store's index on the retention start (expires_ms(0))
+        expired = self._store.expired_tasks(now - self._config.result_retention_s * 1000, batch)
         redriven: list[str] = []
-        for task_id in list(self._tasks):
+        for task_id in list(self._records.live):
             # Re-read after every await: another call may have answered or finished the task meanwhile.
-            rec = self._tasks.get(task_id)
+            rec = self._records.live.get(task_id)
             if rec and rec.pending is not None and rec.pending.deadline_ms <= now:
                 await self.transition(
                     task_id,
@@ -126,10 +134,6 @@ class Housekeeping:
                     status_message="Watermark approval timed out; the render was not finalized.",
                 )
                 timed_out += 1
-            elif rec and rec.status.terminal:
-                self._leases.pop(task_id, None)
-                if len(expired) < batch and rec.expires_ms(self._config.result_retention_s) <= now:
-                    expired.append(rec)
             elif rec and self._leases.get(task_id, max(rec.created_at_ms, self._started_ms) + lease_ms) <= now:
                 self._leases[task_id] = now + lease_ms
                 redriven.append(task_id)
@@ -138,14 +142,16 @@ class Housekeeping:
         await self._delete(expired)
         assets_deleted = await self._expire_assets(now, batch)
         dropped = self._store.drop_idempotency(now - self._config.idempotency_ttl_s * 1000)
+        deliveries_dropped = self._store.drop_webhook_deliveries(now - self._config.result_retention_s * 1000, batch)
         self._observer.swept(now)
         return SweepReport(
             approvals_timed_out=timed_out,
             tasks_deleted=len(expired),
             assets_deleted=assets_deleted,
             idempotency_keys_dropped=dropped,
+            webhook_deliveries_dropped=deliveries_dropped,
             redriven=redriven,
-            backlog=batch in (len(expired), assets_deleted),
+            backlog=batch in (len(expired), assets_deleted, deliveries_dropped),
         )
 
     async def _delete(self, recs: list[TaskRecord]) -> None:
@@ -159,9 +165,7 @@ class Housekeeping:
         renders = [(rec.task_id, rec.artifact.ext if rec.artifact else None) for rec in recs]
         await asyncio.to_thread(delete_renders, self._media, renders)
         self._store.delete_tasks([rec.task_id for rec in recs])
-        for rec in recs:
-            self._tasks.pop(rec.task_id, None)
-            self._unsaved.pop(rec.task_id, None)
+        self._records.forget(rec.task_id for rec in recs)
         if recs:
             self._observer.deleted(recs)
             self._feed.deleted(rec.task_id for rec in recs)
@@ -187,6 +191,4 @@ class Housekeeping:
     def _assets_in_use(self) -> set[str]:
         """The ids of the assets non-terminal tasks name: compared as ids (`RenderRequest.asset_ids`), never as the
         URI strings they came in."""
-        return {
-            asset_id for rec in self._tasks.values() if not rec.status.terminal for asset_id in rec.request.asset_ids
-        }
+        return {asset_id for rec in self._records.live.values() for asset_id in rec.request.asset_ids}

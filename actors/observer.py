@@ -8,15 +8,16 @@ event loop: each call must be quick and must not raise.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from mcp_protocol.domain import TaskRecord
+from mcp_protocol.domain import TaskRecord, TaskStatus
 
 
 class RegistryObserver(Protocol):
-    def opened(self, tasks: Iterable[TaskRecord]) -> None:
-        """Once, in the registry's process, before anything else: the tasks it starts with (reloaded from its store)."""
+    def opened(self, live: Iterable[TaskRecord], finished: Mapping[TaskStatus, int]) -> None:
+        """Once, in the registry's process, before anything else: the live tasks it starts with (reloaded from its
+        store) and how many finished ones of each status the store holds (those are not loaded: issue 36)."""
 
     def committed(self, before: TaskRecord | None, after: TaskRecord) -> None:
         """A record was created (`before` None) or changed; called for every change, live progress included."""
@@ -31,7 +32,7 @@ class RegistryObserver(Protocol):
 class Unobserved:
     """The observer of a registry nobody watches (tests, tools): does nothing."""
 
-    def opened(self, tasks: Iterable[TaskRecord]) -> None:
+    def opened(self, live: Iterable[TaskRecord], finished: Mapping[TaskStatus, int]) -> None:
         pass
 
     def committed(self, before: TaskRecord | None, after: TaskRecord) -> None:

@@ -7,13 +7,18 @@ default is written. Plain values only: it crosses to the registry actor by pickl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+STATE_URL_SCHEMES = ("postgresql", "postgres")  # what VIDFORGE_STATE_URL may name (serve_app.config checks it)
 
 
 @dataclass(frozen=True)
 class RegistrySettings:
     data_dir: str  # media under it when storage_url is None, and the state dir's fallback
     state_dir: str | None  # the SQLite database (the head node's own disk); None: data_dir
+    # postgresql://…: the state in PostgreSQL; None: SQLite in state_dir. A secret (its password): out of the repr.
+    state_url: str | None = field(repr=False)
     storage_url: str | None  # the media store the sweep deletes from: s3://BUCKET/PREFIX, or None for data_dir
     namespace: str  # Ray namespace the registry and the render supervisor are named in
     max_concurrent_renders: int  # per principal: render_quota_exceeded beyond it
@@ -24,3 +29,23 @@ class RegistrySettings:
     asset_retention_s: int  # uploads are deleted this long after upload, unless a render still uses them
     sweep_interval_s: float  # between housekeeping passes
     sweep_batch: int  # most tasks (and assets) one sweep pass deletes
+    registry_cache_size: int  # finished task records kept in memory (most recently used); the rest are read by key
+
+    @property
+    def state_location(self) -> str:
+        """Where the state is, fit for a log line: the database URL without its user and password, or the dir."""
+        if self.state_url is not None:
+            return public_database_url(self.state_url)
+        return self.state_dir or self.data_dir
+
+
+def public_database_url(url: str) -> str:
+    """``scheme://host:port/db`` of a database URL: what an operator needs to tell which database, and no secret
+    (user, password and query parameters such as ``password=`` or ``sslkey=`` are left out)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # not a number: the driver will say so; the log line needs no port
+        port = ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"

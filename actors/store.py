@@ -1,153 +1,238 @@
-"""Durable storage for task records: one SQLite file in WAL mode under the data dir.
+"""What every task store shares: the layout version, the record migrations, and the `TaskStore` interface.
 
 The storage boundary: `TaskRecord`s go in and come out; a record's JSON (and the migration of older layouts)
-lives only here. The database's `user_version` says which layout its records have. Version 0 (a store written
+lives only behind it. Each backend keeps a layout version (SQLite: `user_version`; PostgreSQL: a one-row table)
+and migrates an older layout when opened, in one transaction with the version bump. Version 0 (a store written
 before typed records, issue 11) kept each render's finished wire result (its `CallToolResult`, the approval
 timeout's result) in the record; `migrate_v0` turns such a record into the outcome it describes. Version 1 (before
 asset URIs were matched whole, issue 32) may hold a render's asset URI with a trailing newline;
-`canonical_asset_uris` stores it as the URI it stands for. Each runs once, when the store is opened, in one
-transaction with the version bump.
+`canonical_asset_uris` stores it as the URI it stands for. Version 2 (before the registry held only live tasks in
+memory, issue 36) lacks the `retain_from_ms` column, indexed so that retention finds expired records without
+reading the rest. Version 3 (before webhooks, issue 37) lacks the `webhook_outbox` table: the events a change of a
+render causes, written in the transaction of that change and delivered from there (serve_app/webhooks/).
 """
 
 import json
-import sqlite3
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from mcp_protocol.asset_uri import AssetRef
-from mcp_protocol.domain import TaskRecord
-from media_store.private_files import create_private_file, make_private_dirs
+from mcp_protocol.domain import TaskRecord, TaskStatus
+from mcp_protocol.webhook_events import Attempt, Backlog, Delivery, DeliveryState, OutboxEvent
 
-SCHEMA_VERSION = 2
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
-    task_id         TEXT PRIMARY KEY,
-    principal       TEXT NOT NULL,
-    status          TEXT NOT NULL,
-    idempotency_key TEXT,
-    created_at_ms   INTEGER NOT NULL,
-    record          TEXT NOT NULL
-);
--- A principal's tasks, newest first, a page at a time (`owned_task_ids`), without reading anyone else's.
-CREATE INDEX IF NOT EXISTS tasks_by_principal ON tasks (principal, created_at_ms, task_id);
-CREATE TABLE IF NOT EXISTS idempotency (
-    principal     TEXT NOT NULL,
-    key           TEXT NOT NULL,
-    task_id       TEXT NOT NULL,
-    created_at_ms INTEGER NOT NULL,
-    PRIMARY KEY (principal, key)
-);
-"""
+SCHEMA_VERSION = 4
 
 
-class TaskStore:
-    """Write-through store: every mutating method has committed before it returns.
+class TaskStore(Protocol):
+    """Where the registry's task records live: every mutating method has committed (durably) before it returns.
 
-    WAL with ``synchronous=FULL`` fsyncs the log on every commit, so an acknowledged write survives a
-    power loss, not just a process crash (``NORMAL`` would only guarantee the latter).
+    Two backends implement it: ``actors.sqlite_store.SqliteTaskStore`` (the embedded default) and
+    ``actors.postgres_store.PostgresTaskStore``; ``actors.open_store.open_task_store`` picks one.
     """
 
-    FILENAME = "registry.sqlite3"
+    def live_tasks(self) -> list[TaskRecord]:
+        """Every non-terminal record (working, input_required), oldest first (created_at_ms, task_id); served by an
+        index, not a scan of the finished ones."""
+        ...
 
-    def __init__(self, data_dir: str) -> None:
-        make_private_dirs(data_dir)
-        self.path = Path(data_dir) / self.FILENAME
-        create_private_file(self.path)  # SQLite gives its -wal and -shm files the database's mode
-        # The owning actor serialises all access on its event loop, but Ray may run the constructor on a
-        # different thread than the loop, so the connection must not be pinned to its creating thread.
-        self._conn = sqlite3.connect(self.path, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        with self._conn:
-            self._conn.executescript(_SCHEMA)
-        self._migrate()
+    def get_task(self, task_id: str) -> TaskRecord | None:
+        """One record by its id."""
+        ...
 
-    def _migrate(self) -> None:
-        """Bring the stored records to SCHEMA_VERSION (in one transaction: all of them, or none)."""
-        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
-        if version > SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path} holds task records of layout {version}, newer than this vidforge's")
-        if version == SCHEMA_VERSION:
-            return
-        with self._conn:
-            rows = self._conn.execute("SELECT record FROM tasks").fetchall()
-            for (record,) in rows:
-                stored = json.loads(record)
-                migrated = canonical_asset_uris(
-                    migrate_v0(stored) if version == 0 else TaskRecord.model_validate(stored)
-                )
-                self._conn.execute(
-                    "UPDATE tasks SET record = ? WHERE task_id = ?", (migrated.model_dump_json(), migrated.task_id)
-                )
-            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    def load_tasks(self) -> list[TaskRecord]:
-        """Every stored task record, oldest first."""
-        rows = self._conn.execute("SELECT record FROM tasks ORDER BY created_at_ms, task_id")
-        return [TaskRecord.model_validate_json(record) for (record,) in rows]
-
-    def save_task(self, record: TaskRecord, *, claim_idempotency_key: bool = False) -> None:
-        """Upsert a task record; with ``claim_idempotency_key`` also point its key at it, in the same commit."""
-        with self._conn:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    record.task_id,
-                    record.principal,
-                    record.status.value,
-                    record.request.idempotency_key,
-                    record.created_at_ms,
-                    record.model_dump_json(),
-                ),
-            )
-            if claim_idempotency_key:
-                self._conn.execute(
-                    "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?)",
-                    (record.principal, record.request.idempotency_key, record.task_id, record.created_at_ms),
-                )
+    def save_task(
+        self, record: TaskRecord, *, claim_idempotency_key: bool = False, events: Sequence[OutboxEvent] = ()
+    ) -> None:
+        """Upsert a task record; with ``claim_idempotency_key`` also point its (principal, key) at it, and add
+        ``events`` to the webhook outbox (an event id already there stays as it is), all in the same commit."""
+        ...
 
     def owned_task_ids(self, principal: str, limit: int, before: tuple[int, str] | None = None) -> list[str]:
         """Up to ``limit`` of the principal's task ids, newest first (creation time, then id); with ``before`` (the
         (created_at_ms, task_id) of a previous page's last task), those after it in that order."""
-        if before is None:
-            rows = self._conn.execute(
-                "SELECT task_id FROM tasks WHERE principal = ? ORDER BY created_at_ms DESC, task_id DESC LIMIT ?",
-                (principal, limit),
-            )
-        else:
-            rows = self._conn.execute(
-                "SELECT task_id FROM tasks WHERE principal = ? AND (created_at_ms, task_id) < (?, ?)"
-                " ORDER BY created_at_ms DESC, task_id DESC LIMIT ?",
-                (principal, *before, limit),
-            )
-        return [task_id for (task_id,) in rows]
+        ...
+
+    def expired_tasks(self, retained_from_before_ms: int, limit: int) -> list[TaskRecord]:
+        """Terminal records whose retention started (``retain_from_ms``) at or before the cutoff, oldest first, at
+        most ``limit``; served by the index on retain_from_ms."""
+        ...
 
     def delete_tasks(self, task_ids: list[str]) -> None:
-        """Remove tasks and any idempotency key that still points at them, in one commit (one fsync for a
-        whole sweep batch, not one per task)."""
-        rows = [(task_id,) for task_id in task_ids]
-        with self._conn:
-            self._conn.executemany("DELETE FROM tasks WHERE task_id = ?", rows)
-            self._conn.executemany("DELETE FROM idempotency WHERE task_id = ?", rows)
+        """Remove tasks and any idempotency key that still points at them, in one commit."""
+        ...
 
     def find_idempotent(self, principal: str, key: str, claimed_after_ms: int) -> str | None:
         """The task id ``(principal, key)`` was claimed for after ``claimed_after_ms``, if any."""
-        row = self._conn.execute(
-            "SELECT task_id FROM idempotency WHERE principal = ? AND key = ? AND created_at_ms > ?",
-            (principal, key, claimed_after_ms),
-        ).fetchone()
-        return row[0] if row else None
+        ...
 
     def drop_idempotency(self, claimed_at_or_before_ms: int) -> int:
         """Forget keys claimed at or before the cutoff (the complement of ``find_idempotent``); returns the count."""
-        with self._conn:
-            return self._conn.execute(
-                "DELETE FROM idempotency WHERE created_at_ms <= ?", (claimed_at_or_before_ms,)
-            ).rowcount
+        ...
 
-    def close(self) -> None:
-        self._conn.close()
+    def known_task_ids(self, task_ids: Iterable[str]) -> set[str]:
+        """Which of these ids are stored."""
+        ...
+
+    def count_tasks(self) -> int:
+        """How many records are stored (for the benchmark and metrics)."""
+        ...
+
+    def count_finished(self) -> dict[TaskStatus, int]:
+        """How many terminal records of each terminal status are stored (the registry's metrics start from it);
+        served by an index, not by reading the records."""
+        ...
+
+    def webhooks_due(self, now_ms: int, limit: int, lease_until_ms: int) -> list[Delivery]:
+        """Pending deliveries due at ``now_ms``, oldest due first, at most ``limit``, each leased until
+        ``lease_until_ms`` in the same commit (see ``serve_app.webhooks.outbox.Outbox.due``)."""
+        ...
+
+    def record_webhook_attempt(self, event_id: str, attempt: Attempt) -> None:
+        """One attempt's outcome, on a delivery still pending (``Outbox.record_attempt``)."""
+        ...
+
+    def list_webhook_deliveries(
+        self, principal: str, limit: int, before: tuple[int, str] | None = None
+    ) -> list[Delivery]:
+        """A page of the principal's deliveries, newest event first (``Outbox.list_deliveries``)."""
+        ...
+
+    def webhook_backlog(self) -> Backlog:
+        """The pending deliveries' count and the oldest one's creation time (served by the due index)."""
+        ...
+
+    def drop_webhook_deliveries(self, created_at_or_before_ms: int, limit: int) -> int:
+        """Forget up to ``limit`` settled (delivered or given-up) deliveries created at or before the cutoff, oldest
+        first, through the index on settled rows; returns how many went."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def retain_from_ms(record: TaskRecord) -> int | None:
+    """When a record's retention started (the ``retain_from_ms`` column): ``TaskRecord.expires_ms`` less the
+    retention, for a terminal record; None while it is live (a live task never expires)."""
+    return record.expires_ms(0) if record.status.terminal else None
+
+
+TaskRow = tuple[str, str, str, str | None, int, str, int | None]
+TASK_COLUMNS = "task_id, principal, status, idempotency_key, created_at_ms, record, retain_from_ms"
+
+
+def task_row(record: TaskRecord) -> TaskRow:
+    """A record as the values of ``TASK_COLUMNS``, in that order."""
+    return (
+        record.task_id,
+        record.principal,
+        record.status.value,
+        record.request.idempotency_key,
+        record.created_at_ms,
+        record.model_dump_json(),
+        retain_from_ms(record),
+    )
+
+
+# The webhook outbox (layout 4), the same in both stores but for the type of its times (`ms`: INTEGER in SQLite,
+# BIGINT in PostgreSQL). A row per event; `event` is the OutboxEvent's JSON, the other columns where its delivery
+# stands (what `mcp_protocol.webhook_events.Delivery` holds).
+OUTBOX_TABLE = """
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    event_id           TEXT PRIMARY KEY,
+    principal          TEXT NOT NULL,
+    task_id            TEXT NOT NULL,
+    created_at_ms      {ms} NOT NULL,
+    state              TEXT NOT NULL DEFAULT 'pending',
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at_ms {ms} NOT NULL,
+    last_attempt_at_ms {ms},
+    last_error         TEXT,
+    event              TEXT NOT NULL
+)
+"""
+# An outbox row's values, in this order: what a bulk copy between stores moves (`vidforge state migrate`).
+OUTBOX_COLUMNS = (
+    "event_id, principal, task_id, created_at_ms, state, attempts, next_attempt_at_ms, last_attempt_at_ms,"
+    " last_error, event"
+)
+OUTBOX_INDEXES = """
+-- The due deliveries (`webhooks_due`) and the backlog, without reading the settled ones.
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_attempt_at_ms, event_id) WHERE state = 'pending';
+-- A principal's deliveries, newest first (`list_webhook_deliveries`).
+CREATE INDEX IF NOT EXISTS webhook_outbox_by_principal ON webhook_outbox (principal, created_at_ms, event_id);
+-- The oldest settled deliveries first (`drop_webhook_deliveries`, the sweep).
+CREATE INDEX IF NOT EXISTS webhook_outbox_settled ON webhook_outbox (created_at_ms) WHERE state <> 'pending'
+"""
+# The statements both stores run, in PostgreSQL's placeholder style (the SQLite store reads `%s` as `?`).
+OUTBOX_INSERT = (
+    "INSERT INTO webhook_outbox (event_id, principal, task_id, created_at_ms, next_attempt_at_ms, event)"
+    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING"
+)
+DELIVERY_COLUMNS = "event, state, attempts, next_attempt_at_ms, last_error, last_attempt_at_ms"
+DUE_CONDITION = "state = 'pending' AND next_attempt_at_ms <= %s ORDER BY next_attempt_at_ms, event_id LIMIT %s"
+RECORD_ATTEMPT = (
+    "UPDATE webhook_outbox SET attempts = attempts + 1, state = %s, next_attempt_at_ms = %s, last_error = %s,"
+    " last_attempt_at_ms = %s WHERE event_id = %s AND state = 'pending'"
+)
+LIST_DELIVERIES = (
+    f"SELECT {DELIVERY_COLUMNS} FROM webhook_outbox WHERE principal = %s {{after}}"
+    " ORDER BY created_at_ms DESC, event_id DESC LIMIT %s"
+)
+LIST_AFTER = "AND (created_at_ms, event_id) < (%s, %s)"
+BACKLOG = "SELECT count(*), min(created_at_ms) FROM webhook_outbox WHERE state = 'pending'"
+DROP_SETTLED = (
+    "DELETE FROM webhook_outbox WHERE event_id IN (SELECT event_id FROM webhook_outbox"
+    " WHERE state <> 'pending' AND created_at_ms <= %s ORDER BY created_at_ms LIMIT %s)"
+)
+
+
+def sql_statements(*scripts: str) -> list[str]:
+    """The statements of DDL scripts (``;``-separated), without the pieces that hold only comments or blanks."""
+    pieces = (piece.strip() for script in scripts for piece in script.split(";"))
+    return [piece for piece in pieces if any(line and not line.startswith("--") for line in piece.splitlines())]
+
+
+def outbox_row(event: OutboxEvent) -> tuple[str, str, str, int, int, str]:
+    """An event as the values of ``OUTBOX_INSERT``: due at once (its creation time)."""
+    return (
+        event.event_id,
+        event.principal,
+        event.task_id,
+        event.created_at_ms,
+        event.created_at_ms,
+        event.model_dump_json(),
+    )
+
+
+def list_deliveries_query(principal: str, limit: int, before: tuple[int, str] | None) -> tuple[str, tuple[object, ...]]:
+    """``LIST_DELIVERIES`` and its values, with the page's start when ``before`` is given."""
+    if before is None:
+        return LIST_DELIVERIES.format(after=""), (principal, limit)
+    return LIST_DELIVERIES.format(after=LIST_AFTER), (principal, *before, limit)
+
+
+def delivery_of(row: Sequence[object]) -> Delivery:
+    """A row of ``DELIVERY_COLUMNS`` as the delivery it describes."""
+    event, state, attempts, next_ms, error, last_ms = row
+    return Delivery(
+        event=OutboxEvent.model_validate_json(str(event)),
+        state=DeliveryState(str(state)),
+        attempts=int(str(attempts)),
+        next_attempt_at_ms=int(str(next_ms)),
+        last_error=None if error is None else str(error),
+        last_attempt_at_ms=None if last_ms is None else int(str(last_ms)),
+    )
+
+
+def attempt_row(event_id: str, attempt: Attempt) -> tuple[str, int, str | None, int, str]:
+    """An attempt as the values of ``RECORD_ATTEMPT``."""
+    return (attempt.state.value, attempt.next_attempt_at_ms, attempt.error, attempt.at_ms, event_id)
+
+
+def migrated_record(stored: str, layout: int) -> TaskRecord:
+    """A record stored as JSON under an older ``layout``, as a record of this one."""
+    if layout >= 2:
+        return TaskRecord.model_validate_json(stored)
+    old = json.loads(stored)
+    return canonical_asset_uris(migrate_v0(old) if layout == 0 else TaskRecord.model_validate(old))
 
 
 def migrate_v0(old: dict[str, Any]) -> TaskRecord:

@@ -2,8 +2,9 @@
 
 A plain class whose public methods are coroutines, so the same object runs in-process (tests) and as an
 async Ray actor (``actors.handle``). Every mutation is written through to the ``TaskStore`` before the
-method returns, and the constructor rebuilds all state from the store — that is the whole recovery story
-for a restarted actor or server.
+method returns, and the constructor rebuilds its state from the store — that is the whole recovery story
+for a restarted actor or server. In memory it holds only the live records and a bounded cache of finished ones
+(``actors.working_set``), so neither its start nor any request grows with the retained history.
 
 Live progress is the one exception to write-through: see ``set_progress`` and ``VOLATILE``.
 
@@ -23,8 +24,9 @@ from actors.change_feed import ChangeFeed, Changes, Snapshot
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.housekeeping import DRIVER_LEASE_S, Driver, Housekeeping
 from actors.observer import RegistryObserver, Unobserved
+from actors.open_store import open_task_store
 from actors.settings import RegistrySettings
-from actors.store import TaskStore
+from actors.working_set import WorkingSet
 from mcp_protocol.domain import (
     TERMINAL,
     AnswerResult,
@@ -40,6 +42,7 @@ from mcp_protocol.domain import (
     TaskRecord,
     TaskStatus,
 )
+from mcp_protocol.webhook_events import Attempt, Backlog, Delivery, events_for
 from media_store import open_media_store
 from media_store.assets import AssetIndex
 
@@ -88,9 +91,10 @@ VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps", "frame
 # adds it to every unfinished task's stored version, so versions never go back for a watcher whose long poll
 # Ray retries on the new instance (it would otherwise wait for a version the task already "had").
 MAX_UNSAVED_BUMPS = 120  # 30 s to 2 minutes of reports: the driver reports 1-4 times a second
-# The change feed remembers the deletions of this many sweep batches (10 000 ids at the default sweep_batch):
-# a reader follows the feed continuously, so it falls behind by what one pass deletes while its call travels; one
-# further behind is told to reset, which only costs it its cache.
+# The change feed remembers the deletions of this many sweep batches (10 000 ids at the default sweep_batch), and
+# as many tasks' last changes: a reader follows the feed continuously, so it falls behind by what one pass deletes
+# (or a few seconds of changes) while its call travels; one further behind is told to reset, which only costs it its
+# cache.
 DELETION_LOG_BATCHES = 20
 
 
@@ -136,19 +140,19 @@ class TaskRegistry(Housekeeping):
         # whose start is on its way nor a driver that has not beaten since a registry restart is poked.
         self._leases: dict[str, int] = {}
         self._started_ms = self._now_ms()
-        # State in a SQLite file under the state dir (the head node's own disk); files in the media store, from
-        # which the sweep deletes expired renders and assets.
+        # State in the task store (SQLite on the head node's own disk, or PostgreSQL); files in the media store,
+        # from which the sweep deletes expired renders and assets.
         self._media = open_media_store(config.storage_url, config.data_dir)
         self._assets = AssetIndex(self._media)  # the sweep applies the assets' retention too
-        self._store = TaskStore(config.state_dir or config.data_dir)
-        self._tasks: dict[str, TaskRecord] = {rec.task_id: rec for rec in self._store.load_tasks()}
-        self._unsaved: dict[str, int] = {}  # task id -> version bumps not yet in the store
-        for task_id, rec in self._tasks.items():
-            if not rec.status.terminal:  # past any bump the previous instance published but never saved
-                self._tasks[task_id] = rec = rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS})
-                self._store.save_task(rec)
-        self._observer.opened(self._tasks.values())
-        self._feed = ChangeFeed(deletion_log=DELETION_LOG_BATCHES * config.sweep_batch)
+        self._store = open_task_store(config)
+        # Past any bump the previous instance published but never saved.
+        live = [rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS}) for rec in self._store.live_tasks()]
+        for rec in live:
+            self._store.save_task(rec)
+        self._records = WorkingSet(self._store, live, config.registry_cache_size)
+        self._unsaved: dict[str, int] = {}  # live task id -> version bumps not yet in the store
+        self._observer.opened(live, self._store.count_finished())
+        self._feed = ChangeFeed(log_size=DELETION_LOG_BATCHES * config.sweep_batch)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -158,6 +162,13 @@ class TaskRegistry(Housekeeping):
     async def start(self) -> None:
         """Start the background sweep now rather than on the first call."""
         self._bind_loop()
+
+    def close(self) -> None:
+        """Stop the background sweep and close the store. On PostgreSQL that lets go of the state's ownership, which
+        another registry opening the same database waits for."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._store.close()
 
     def _bind_loop(self) -> None:
         """Tie the change condition and the sweep loop to the running event loop, once per loop.
@@ -196,12 +207,12 @@ class TaskRegistry(Housekeeping):
                     await asyncio.wait_for(self._changed.wait_for(lambda: self._feed.seq > since), timeout_s)
                 except TimeoutError:
                     pass
-        return self._feed.since(epoch, since, self._tasks.__getitem__)
+        return self._feed.since(epoch, since, self._records.get)
 
     async def get_any(self, task_id: str) -> TaskRecord | None:
         """Unscoped read for the internal render driver."""
         self._bind_loop()
-        return self._tasks.get(task_id)
+        return self._records.get(task_id)
 
     async def get_artifact(self, principal: str, task_id: str) -> Artifact | None:
         """An artifact is published only with its completed task; foreign or unfinished tasks answer None."""
@@ -212,42 +223,49 @@ class TaskRegistry(Housekeeping):
     async def nonterminal(self) -> list[TaskRecord]:
         """Tasks a restarted render supervisor must resume (or cancel, if cancel was requested)."""
         self._bind_loop()
-        return [rec for rec in self._tasks.values() if not rec.status.terminal]
+        return list(self._records.live.values())
 
-    async def task_ids(self) -> list[str]:
-        """Every task held, for the start-up cleanup: files of any other render id are crash leftovers."""
+    async def known_task_ids(self, task_ids: list[str]) -> set[str]:
+        """Which of these ids are tasks held, for the start-up cleanup: files of any other render id are crash
+        leftovers. The caller asks about the ids it found, a batch at a time, rather than being sent every id."""
         self._bind_loop()
-        return list(self._tasks)
+        return self._store.known_task_ids(task_ids)
 
     async def count_active(self, principal: str) -> int:
         self._bind_loop()
-        return len(self._active(principal))
+        return len(self._records.active(principal))
 
     async def list_owned(self, principal: str, limit: int, before: tuple[int, str] | None = None) -> list[TaskRecord]:
         """A page of the principal's tasks, newest first (``TaskStore.owned_task_ids``: found through the store's
         index, not by reading every record); ``before`` is the previous page's last (created_at_ms, task_id)."""
         self._bind_loop()
         owned = self._store.owned_task_ids(principal, limit, before)
-        return [rec for task_id in owned if (rec := self._tasks.get(task_id))]
+        return [rec for task_id in owned if (rec := self._records.get(task_id))]
 
     async def watch(
         self, principal: str, task_ids: list[str], versions: dict[str, int], timeout_s: float
     ) -> list[TaskRecord]:
         """Long-poll: the principal's listed tasks whose version is newer than ``versions`` (missing: -1),
-        as soon as there is at least one, or [] after ``timeout_s``. Unknown and foreign ids never match."""
+        as soon as there is at least one, or [] after ``timeout_s``. Unknown and foreign ids never match.
+
+        Only a live task can change, so after the first look only the ids live then are looked at again: a finished
+        or unknown one would otherwise be read from the store on every change of any task."""
         self._bind_loop()
         assert self._changed is not None
 
-        def newer() -> list[TaskRecord]:
+        def newer(ids: list[str]) -> list[TaskRecord]:
             return [
                 rec
-                for task_id in task_ids
+                for task_id in ids
                 if (rec := self._owned(principal, task_id)) and rec.version > versions.get(task_id, -1)
             ]
 
+        if found := newer(task_ids):
+            return found
+        live = [task_id for task_id in task_ids if task_id in self._records.live]
         async with self._changed:
             try:
-                return await asyncio.wait_for(self._changed.wait_for(newer), timeout_s)
+                return await asyncio.wait_for(self._changed.wait_for(lambda: newer(live)), timeout_s)
             except TimeoutError:
                 return []
 
@@ -263,7 +281,7 @@ class TaskRegistry(Housekeeping):
         now = self._now_ms()
         if (existing := self._replayed(principal, request)) is not None:
             return Created(existing, created=False)
-        active = self._active(principal)
+        active = self._records.active(principal)
         limit = self._config.max_concurrent_renders
         if len(active) >= limit:
             raise QuotaExceeded(self._retry_after_ms(active, now), len(active), limit)
@@ -295,7 +313,9 @@ class TaskRegistry(Housekeeping):
         task_id = self._store.find_idempotent(principal, request.idempotency_key, claimed_after)
         if task_id is None:
             return None
-        existing = self._tasks[task_id]
+        existing = self._records.get(task_id)
+        if existing is None:  # deleted past its retention with its key: the key names nothing any more
+            return None
         if existing.request.request_form() != request.request_form():
             raise IdempotencyConflict(task_id)
         return existing
@@ -351,15 +371,22 @@ class TaskRegistry(Housekeeping):
         """Durable before visible: commit to the store, then swap into memory, then wake watchers.
 
         ``durable=False`` (a volatile-only change) skips the store until ``MAX_UNSAVED_BUMPS`` have piled up;
-        any later durable commit saves the whole record, the volatile fields with it."""
+        any later durable commit saves the whole record, the volatile fields with it. A change that causes webhook
+        events (``events_for``) is durable: its events are written in the record's own commit, so a crash cannot
+        keep one without the other."""
         task_id = rec.task_id
-        unsaved = 0 if durable else self._unsaved.get(task_id, 0) + 1
+        before = self._records.live.get(task_id)
+        events = events_for(before, rec, retention_s=self._config.result_retention_s)
+        unsaved = 0 if durable or events else self._unsaved.get(task_id, 0) + 1
         if unsaved in (0, MAX_UNSAVED_BUMPS):
-            self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key)
+            self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key, events=events)
             unsaved = 0
-        self._unsaved[task_id] = unsaved
-        before = self._tasks.get(task_id)
-        self._tasks[task_id] = rec
+        if rec.status.terminal:  # its last change (a terminal change is durable): nothing of it is live any more
+            self._unsaved.pop(task_id, None)
+            self._leases.pop(task_id, None)
+        else:
+            self._unsaved[task_id] = unsaved
+        self._records.put(rec)
         self._observer.committed(before, rec)
         self._feed.changed(task_id)
         await self._notify()
@@ -457,7 +484,7 @@ class TaskRegistry(Housekeeping):
         self._bind_loop()
         expires = self._now_ms() + int(DRIVER_LEASE_S * 1000)
         for task_id in task_ids:
-            if task_id in self._tasks:
+            if task_id in self._records.live:
                 self._leases[task_id] = expires
 
     # -- principal actions -------------------------------------------------------------------------------
@@ -521,20 +548,38 @@ class TaskRegistry(Housekeeping):
             return current
         return await self.transition(task_id, current.status, cancel_requested=True)
 
+    # -- the webhook outbox (serve_app/webhooks/: the dispatcher and `GET /webhooks`) -----------------------
+
+    async def webhooks_due(self, now_ms: int, limit: int, lease_until_ms: int) -> list[Delivery]:
+        """Pending deliveries due at ``now_ms``, oldest due first, each leased until ``lease_until_ms``."""
+        return self._store.webhooks_due(now_ms, limit, lease_until_ms)
+
+    async def record_webhook_attempt(self, event_id: str, attempt: Attempt) -> None:
+        """One delivery attempt's outcome; a delivery no longer pending stays as it is."""
+        self._store.record_webhook_attempt(event_id, attempt)
+
+    async def list_webhook_deliveries(
+        self, principal: str, limit: int, before: tuple[int, str] | None = None
+    ) -> list[Delivery]:
+        """A page of the principal's deliveries, newest event first; ``before``: the previous page's last
+        (created_at_ms, event_id)."""
+        return self._store.list_webhook_deliveries(principal, limit, before)
+
+    async def webhook_backlog(self) -> Backlog:
+        """The pending deliveries (the dispatcher's metrics)."""
+        return self._store.webhook_backlog()
+
     # -- helpers -----------------------------------------------------------------------------------------
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
     def _owned(self, principal: str, task_id: str) -> TaskRecord | None:
-        rec = self._tasks.get(task_id)
+        rec = self._records.get(task_id)
         return rec if rec is not None and rec.principal == principal else None
 
     def _require(self, task_id: str) -> TaskRecord:
-        try:
-            return self._tasks[task_id]
-        except KeyError:
-            raise TaskNotFound(task_id) from None
-
-    def _active(self, principal: str) -> list[TaskRecord]:
-        return [rec for rec in self._tasks.values() if rec.principal == principal and not rec.status.terminal]
+        rec = self._records.get(task_id)
+        if rec is None:
+            raise TaskNotFound(task_id)
+        return rec

@@ -93,6 +93,16 @@ def _argument_error(tool: str, arguments: JSONObject, error: ValidationError) ->
         reason = f"'{field}' has {len(error.instance)} characters; the limit is {error.validator_value} (maxLength)"
         alternative = f"Shorten '{field}' to at most {error.validator_value} characters and call {tool} again."
         step = "fix_argument_value"
+    elif error.validator == "maxProperties" and isinstance(error.instance, dict):
+        reason = f"'{field}' has {len(error.instance)} keys; the limit is {error.validator_value} (maxProperties)"
+        alternative = f"Keep at most {error.validator_value} keys in '{field}' and call {tool} again."
+        step = "fix_argument_value"
+    elif "propertyNames" in error.schema_path:
+        # A key of an object breaks the schema's rule for keys (the metadata's charset and length): the key is the
+        # caller's own, so it is quoted only up to the free-text bound.
+        reason = f"'{field}' has the key {excerpt(repr(error.instance))}; keys must match {error.validator_value}"
+        alternative = f"Rename the key to match {error.validator_value} and call {tool} again."
+        step = "fix_argument_value"
     else:
         # jsonschema's message quotes the offending value: quoted only up to the free-text bound.
         message = excerpt(error.message)

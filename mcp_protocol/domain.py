@@ -16,7 +16,7 @@ import json
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.error_codes import ErrorCode, new_request_id
@@ -48,6 +48,18 @@ class RenderRequest(_Frozen):
     resolution: Resolution
     watermark: Watermark | None = None
     idempotency_key: str | None = None
+    # The caller's own identifiers, handed back unchanged (mcp_protocol.caller_metadata); None: none given (an empty
+    # object counts as none, so it names the same request as an omitted one). A record stored before either field
+    # existed loads with both None.
+    metadata: dict[str, str] | None = None
+    # Where the render's webhooks go (serve_app/webhooks/): the caller's https URL, or the principal's default
+    # endpoint, filled in at submit. None: no webhooks.
+    notify_url: str | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _none_when_empty(cls, metadata: dict[str, str] | None) -> dict[str, str] | None:
+        return metadata or None
 
     def asset_uris(self) -> dict[str, str]:
         """The asset URIs the request names, by argument (the source, and the watermark's image when there is one)."""
@@ -68,8 +80,12 @@ class RenderRequest(_Frozen):
 
     def request_form(self) -> str:
         """How "the same request" is compared for an idempotency key: the canonical JSON (sorted keys, no spaces)
-        of the arguments without the key itself."""
-        return json.dumps(self.arguments(with_key=False), sort_keys=True, separators=(",", ":"))
+        of the arguments without the key itself, nor `notify_url`: where notifications go is no part of what is
+        rendered, and a replay may find the principal's default endpoint filled in (the first call's destination
+        stays). The metadata counts: other identifiers under the same key name other work."""
+        form = self.arguments(with_key=False)
+        form.pop("notify_url", None)
+        return json.dumps(form, sort_keys=True, separators=(",", ":"))
 
 
 class TaskStatus(StrEnum):

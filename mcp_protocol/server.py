@@ -284,9 +284,12 @@ class VidforgeServer:
             honored["taskIds"] = list(records)
 
         async def send(method: str, body: JSONObject) -> None:
+            # The stream's `_meta` beside the task's own (the caller's metadata: mcp_protocol.caller_metadata).
+            own = body.get("_meta")
+            params = {**body, "_meta": {**(own if isinstance(own, dict) else {}), **meta}}
             await ctx.session.send_notification(
                 # Its types list no extension notification, but the session sends any method/params model.
-                StreamNotification(method=method, params={**body, "_meta": meta}),  # type: ignore[arg-type]
+                StreamNotification(method=method, params=params),  # type: ignore[arg-type]
                 related_request_id=subscription_id,
             )
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from mcp_protocol import errors, views
 from mcp_protocol.arguments import validate_arguments
 from mcp_protocol.asset_uri import AssetRef
+from mcp_protocol.caller_metadata import value_too_long, with_metadata
 from mcp_protocol.catalog import (
     APPROVE_TOOL,
     CANCEL_TOOL,
@@ -101,6 +102,8 @@ class ToolCalls:
 
     async def _render(self, caller: Caller, args: JSONObject) -> JSONObject:
         request = RenderRequest.model_validate(args)
+        if request.metadata and (refusal := value_too_long(RENDER_TOOL, args, request.metadata)) is not None:
+            raise refusal
         for field, uri in request.asset_uris().items():  # parsed here, once, whole: the request keeps only these
             if AssetRef.parse(uri) is None:
                 raise errors.source_not_found(field, errors.no_asset_at(uri))
@@ -108,11 +111,12 @@ class ToolCalls:
         retention_s = self._settings.result_retention_s
         if caller.tasks:
             return views.create_task_result(rec, caller)
+        metadata = rec.request.metadata
         if not rec.status.terminal:
-            return views.accepted_result(rec, retention_s)
+            return with_metadata(views.accepted_result(rec, retention_s), metadata)
         # An idempotent replay of a finished render, without tasks: answer what the render ended with.
         if rec.status is TaskStatus.COMPLETED:
-            return end_result(rec, retention_s, self._service.watch_url(rec))
+            return with_metadata(end_result(rec, retention_s, self._service.watch_url(rec)), metadata)
         raise errors.render_cancelled(request, self._settings.idempotency_ttl_s)
 
     async def _get(self, caller: Caller, render_id: str) -> TaskRecord:

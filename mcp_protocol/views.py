@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from mcp_protocol.caller_metadata import with_metadata
 from mcp_protocol.catalog import APPROVE_TOOL, STATUS_TOOL, preview_uri
 from mcp_protocol.domain import Phase, Succeeded, TaskRecord, TaskStatus
 from mcp_protocol.elicitation import ElicitationMode, approval_mode, approval_request
@@ -94,8 +95,9 @@ def _task_fields(rec: TaskRecord, caller: Caller, review_url: str | None = None)
 
 
 def create_task_result(rec: TaskRecord, caller: Caller) -> JSONObject:
-    """ext-tasks CreateTaskResult: flat, `resultType: "task"` — sent only once the task is durable."""
-    return {"resultType": "task", **_task_fields(rec, caller)}
+    """ext-tasks CreateTaskResult: flat, `resultType: "task"` — sent only once the task is durable; the caller's
+    metadata under `_meta`."""
+    return with_metadata({"resultType": "task", **_task_fields(rec, caller)}, rec.request.metadata)
 
 
 def detailed_task(
@@ -103,14 +105,15 @@ def detailed_task(
 ) -> JSONObject:
     """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params). An outstanding approval
     is asked in the elicitation mode this request declared (mcp_protocol.elicitation), or not at all; a finished
-    video's result names its watch page (`watch_url`, from `RenderService.watch_url`)."""
+    video's result names its watch page (`watch_url`, from `RenderService.watch_url`). The caller's metadata rides
+    under `_meta` on the task and on its result (never in the result's closed structuredContent)."""
     body: JSONObject = {"resultType": "complete", **_task_fields(rec, caller, review_url)}
     if rec.pending is not None:
         mode = approval_mode(caller.elicitation, review_url) if rec.approval is None else None
         body["inputRequests"] = {rec.pending.key: approval_request(rec, mode, review_url)} if mode is not None else {}
     elif rec.status is TaskStatus.COMPLETED:
-        body["result"] = end_result(rec, retention_s, watch_url)
-    return body
+        body["result"] = with_metadata(end_result(rec, retention_s, watch_url), rec.request.metadata)
+    return with_metadata(body, rec.request.metadata)
 
 
 def fallback_state(rec: TaskRecord) -> FallbackState:
@@ -199,4 +202,6 @@ def render_status(
         }
     elif not terminal:
         out["follow_up"] = _status_follow_up(render_id)
+    if rec.request.metadata:
+        out["metadata"] = dict(rec.request.metadata)
     return out

@@ -14,11 +14,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from mcp_protocol.asset_uri import ASSET_ID
-from media_store.base import MediaStore
+from media_store.base import MediaStore, StoredObject
 
 ASSETS = "assets"
 META = "meta.json"
 BLOB = "blob"
+EXPIRY_PAGE = 1000  # objects (about half as many assets) the retention sweep lists per pass: one request of a bucket
 
 
 def blob_key(asset_id: str) -> str:
@@ -46,17 +47,24 @@ def read_meta(media: MediaStore, asset_id: str) -> dict[str, Any] | None:
 
 
 class AssetIndex:
-    """Every stored asset's metadata, re-read only for the meta.json files written since the last look: one
-    listing per call, however many assets (a GET each would be thousands of requests on a bucket)."""
+    """Stored assets' metadata, re-read only for the meta.json files written since the last look (a GET each
+    would be thousands of requests on a bucket): `metas` lists every asset, `expired` one page of them per call."""
 
     def __init__(self, media: MediaStore) -> None:
         self.media = media
         self._seen: dict[str, tuple[str, dict[str, Any] | None]] = {}  # key -> (version, metadata)
+        self._expiry_cursor: str | None = None  # the last key the retention sweep's walk has listed
 
     def metas(self) -> dict[str, dict[str, Any]]:
         """asset id -> metadata, for every asset that has readable metadata."""
+        return self._read(self.media.list(f"{ASSETS}/"), after=None, through=None)
+
+    def _read(self, listed: list[StoredObject], after: str | None, through: str | None) -> dict[str, dict[str, Any]]:
+        """asset id -> metadata of the assets in `listed`: every object whose key sorts after `after` through
+        `through` (None: from the first, to the last). Reads only new or changed meta.json files, and forgets
+        those of that range no longer listed."""
         current = {}
-        for found in self.media.list(f"{ASSETS}/"):
+        for found in listed:
             parts = found.key.split("/")
             if len(parts) != 3 or parts[2] != META or not ASSET_ID.fullmatch(parts[1]):
                 continue
@@ -67,7 +75,11 @@ class AssetIndex:
                 except FileNotFoundError:  # deleted since listed
                     continue
             current[found.key] = (found.version, meta)
-        self._seen = current
+        self._seen = {
+            key: seen
+            for key, seen in self._seen.items()
+            if not ((after is None or key > after) and (through is None or key <= through))
+        } | current
         return {key.split("/")[1]: meta for key, (_, meta) in current.items() if meta is not None}
 
     def usage(self, principal: str) -> int:
@@ -92,10 +104,19 @@ class AssetIndex:
         ]
 
     def expired(self, uploaded_before_s: float, spare: set[str], limit: int) -> list[str]:
-        """Up to `limit` ids of assets uploaded before `uploaded_before_s` (epoch seconds), other than `spare`."""
+        """Up to `limit` ids of assets uploaded before `uploaded_before_s` (epoch seconds), other than `spare`, among
+        one page of the store's assets.
+
+        Each call lists at most `EXPIRY_PAGE` objects after where the last call stopped (from the first again after
+        the last page) and reads only the metadata files of that page that are new or changed: a sweep pass costs
+        one page, however many assets are stored, and an expired asset is found within one round of the walk
+        (about 2 x assets / EXPIRY_PAGE passes) after its retention ends."""
+        after = self._expiry_cursor
+        page = self.media.list(f"{ASSETS}/", start_after=after, limit=EXPIRY_PAGE)
+        self._expiry_cursor = page[-1].key if len(page) == EXPIRY_PAGE else None
         found = [
             asset_id
-            for asset_id, meta in self.metas().items()
+            for asset_id, meta in self._read(page, after=after, through=self._expiry_cursor).items()
             if asset_id not in spare and meta.get("created_at", float("inf")) < uploaded_before_s
         ]
         return found[:limit]

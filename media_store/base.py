@@ -96,8 +96,10 @@ class MediaStore(Protocol):
     def size(self, key: str) -> int | None:
         """The object's size, or None when there is none."""
 
-    def list(self, prefix: str) -> list[StoredObject]:
-        """Every object under `prefix` (a folder: it ends in `/`), at any depth."""
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[StoredObject]:
+        """Every object under `prefix` (a folder: it ends in `/`), at any depth, in key order (by code point); with
+        `start_after`, only those whose key sorts after it; with `limit`, the first `limit` of them: a page of a
+        walk that goes on from its last key."""
 
     def delete(self, keys: Iterable[str]) -> None:
         """Delete these objects; keys without one are skipped."""

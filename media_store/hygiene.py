@@ -14,7 +14,7 @@ readers: the bucket's lifecycle rule for incomplete multipart uploads removes th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable
 
 from mcp_protocol.asset_uri import ASSET_ID
 from media_store.artifacts import ARTIFACTS
@@ -22,13 +22,17 @@ from media_store.assets import ASSETS, META
 from media_store.base import MediaStore
 
 WRITING_PREFIXES = (".tmp-", ".mux-")  # the stores' and the mux kernel's in-progress names
+KNOWN_IDS_BATCH = 10_000  # render ids asked about in one `known_task_ids` call
 
 
-def remove_leftovers(media: MediaStore, task_ids: Iterable[str]) -> dict[str, int]:
+async def remove_leftovers(
+    media: MediaStore, known_task_ids: Callable[[list[str]], Awaitable[set[str]]]
+) -> dict[str, int]:
     """Remove what crashed writers left; keep every asset with its metadata and every file of a known task.
 
-    Run before any render or upload can be in progress (the store belongs to one server). Returns how many
-    leftovers of each kind went.
+    Run before any render or upload can be in progress (the store belongs to one server). ``known_task_ids`` says
+    which of the render ids found are tasks the registry holds (asked a batch at a time: the registry's history
+    may be a million tasks, which it never sends whole). Returns how many leftovers of each kind went.
     """
     removed = {"incomplete_assets": 0, "orphan_artifacts": 0, "partial_files": 0}
     assets: dict[str, list[str]] = defaultdict(list)
@@ -38,10 +42,13 @@ def remove_leftovers(media: MediaStore, task_ids: Iterable[str]) -> dict[str, in
         if not (ASSET_ID.fullmatch(name) and f"{ASSETS}/{name}/{META}" in keys):
             media.delete(keys)
             removed["incomplete_assets"] += 1
-    known = set(task_ids)
     renders: dict[str, list[str]] = defaultdict(list)
     for found in media.list(f"{ARTIFACTS}/"):
         renders[found.key.split("/")[1]].append(found.key)
+    render_ids = list(renders)
+    known: set[str] = set()
+    for start in range(0, len(render_ids), KNOWN_IDS_BATCH):
+        known |= await known_task_ids(render_ids[start : start + KNOWN_IDS_BATCH])
     for render_id, keys in renders.items():
         if render_id not in known:
             media.delete(keys)

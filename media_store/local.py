@@ -10,6 +10,7 @@ an asset's or render's folder exists exactly while it holds something. Files are
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import tempfile
@@ -86,15 +87,27 @@ class LocalMediaStore:
         except FileNotFoundError:
             return None
 
-    def list(self, prefix: str) -> list[StoredObject]:
-        found = []
-        for folder, _, files in os.walk(self.path(prefix)):
-            relative = os.path.relpath(folder, self.root).replace(os.sep, "/")
-            for name in files:
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[StoredObject]:
+        return list(itertools.islice(self._walk(prefix, start_after), limit))
+
+    def _walk(self, folder: str, start_after: str | None) -> Iterator[StoredObject]:
+        """The objects under `folder` (a key ending in `/`) in key order, skipping every folder whose keys all sort
+        at or before `start_after` without reading it."""
+        try:
+            entries = list(os.scandir(self.path(folder)))
+        except (FileNotFoundError, NotADirectoryError):  # none, or deleted while listed
+            return
+        # A folder's keys go on with "/": ordered by that, the walk is in key order.
+        for entry in sorted(entries, key=lambda entry: entry.name + "/" if entry.is_dir() else entry.name):
+            key = folder + entry.name
+            if entry.is_dir():
+                below = key + "/"
+                if start_after is None or below > start_after or start_after.startswith(below):
+                    yield from self._walk(below, start_after)
+            elif start_after is None or key > start_after:
                 with contextlib.suppress(FileNotFoundError):  # deleted while listed
-                    stat = os.stat(os.path.join(folder, name))
-                    found.append(StoredObject(f"{relative}/{name}", stat.st_size, f"{stat.st_mtime_ns}:{stat.st_size}"))
-        return found
+                    stat = entry.stat()
+                    yield StoredObject(key, stat.st_size, f"{stat.st_mtime_ns}:{stat.st_size}")
 
     def delete(self, keys: Iterable[str]) -> None:
         for key in keys:

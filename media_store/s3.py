@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import itertools
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -133,12 +134,14 @@ class S3MediaStore:
             next(iter(obstore.list(self.bucket, key, chunk_size=1)), None)
             raise
 
-    def list(self, prefix: str) -> list[StoredObject]:
-        return [
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[StoredObject]:
+        # S3 lists in key order, a page (at most 1000 keys) per request: only the pages up to `limit` are asked for.
+        found = (
             StoredObject(meta["path"], meta["size"], meta["e_tag"] or meta["last_modified"].isoformat())
-            for batch in obstore.list(self.bucket, prefix)
+            for batch in obstore.list(self.bucket, prefix, offset=start_after, chunk_size=min(limit or 1000, 1000))
             for meta in batch
-        ]
+        )
+        return list(itertools.islice(found, limit))
 
     def delete(self, keys: Iterable[str]) -> None:
         keys = list(keys)

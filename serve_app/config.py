@@ -13,18 +13,24 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from actors.settings import RegistrySettings
+from actors.settings import STATE_URL_SCHEMES, RegistrySettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class Config(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="VIDFORGE_", env_ignore_empty=True, frozen=True, populate_by_name=True, extra="forbid"
+        env_prefix="VIDFORGE_",
+        env_ignore_empty=True,
+        frozen=True,
+        populate_by_name=True,
+        extra="forbid",
+        hide_input_in_errors=True,  # a refused VIDFORGE_STATE_URL or VIDFORGE_REVIEW_KEY is a secret: never echoed
     )
 
     host: str = "127.0.0.1"
@@ -32,6 +38,9 @@ class Config(BaseSettings):
     data_dir: str = ".vidforge"
     state_dir: str | None = None  # the registry's SQLite database, on the head node's own disk; None: data_dir
     storage_url: str | None = None  # media (assets, previews, videos): s3://BUCKET/PREFIX; None: under data_dir
+    # The registry's state in PostgreSQL (postgresql://USER:PASSWORD@HOST:PORT/DB, a secret: out of repr and logs);
+    # None: SQLite in state_dir (actors/open_store.py).
+    state_url: str | None = Field(default=None, repr=False)
     ray_address: str | None = Field(default=None, validation_alias="RAY_ADDRESS")
     tokens_file: str | None = None
     oauth_issuer: str | None = None
@@ -48,6 +57,7 @@ class Config(BaseSettings):
     asset_retention_s: int = 604_800  # uploads are deleted this long after upload, unless a render still uses them
     max_asset_bytes_per_principal: int = 20 * 1024**3
     sweep_batch: int = 500  # most tasks (and assets) one sweep pass deletes: the registry answers in between
+    registry_cache_size: int = Field(default=10_000, ge=0)  # finished records the registry keeps in memory
     max_source_duration_s: float = 14_400.0  # 4 h
     max_frame_pixels: int = 8_847_360  # 4096 x 2160 (DCI 4K, covers UHD)
     max_frame_rate: float = 240.0  # phone slow motion
@@ -106,6 +116,15 @@ class Config(BaseSettings):
     import_timeout_s: float = Field(default=300.0, gt=0)
     max_imports: int = Field(default=2, gt=0)
     max_list_items: int = Field(default=100, gt=0)  # most items one page of GET /assets or GET /renders holds
+    # Webhooks (serve_app/webhooks/, docs/webhooks.md): hosts and CIDRs a notify_url may reach although not public;
+    # the JSON file of each principal's signing secrets (and default endpoint), re-read when it changes (None: one
+    # secret per principal derived from the review-link key); how long an event is retried; one attempt's time
+    # limit; the attempts in flight at once to one destination (scheme, host and port).
+    webhook_allow_hosts: str = ""
+    webhook_secrets_file: str | None = None
+    webhook_max_age_s: float = Field(default=86_400.0, gt=0)  # 24 h
+    webhook_attempt_timeout_s: float = Field(default=10.0, gt=0)
+    webhook_max_per_destination: int = Field(default=4, gt=0)
     max_listen_task_ids: int = 100  # taskIds in one subscriptions/listen
     listen_idle_s: float = 300.0  # a listen stream that has sent nothing for this long ends
     lease_ttl_s: float = 30.0  # a dead replica's slots are freed after this
@@ -155,6 +174,14 @@ class Config(BaseSettings):
     # One JSON object per log line, or plain text; None: text when `vidforge serve`'s stderr is a terminal, else
     # json. Resolved once at launch (`from_env`) and handed to every process with the settings.
     log_format: Literal["json", "text"] | None = None
+
+    @field_validator("state_url")
+    @classmethod
+    def _state_url_is_postgresql(cls, url: str | None) -> str | None:
+        """Only PostgreSQL holds the state beside SQLite; the refusal names the scheme, never the URL (a secret)."""
+        if url is not None and urlsplit(url).scheme not in STATE_URL_SCHEMES:
+            raise ValueError("VIDFORGE_STATE_URL must be a postgresql:// (or postgres://) URL")
+        return url
 
     @model_validator(mode="after")
     def _links_outlive_the_approval_window(self) -> Config:

@@ -163,6 +163,20 @@ def run_vidforge(*args: str, env: dict[str, str] | None = None, timeout: float =
     )
 
 
+def head_env(s3_server: Any, state_url: str, review_key: str) -> dict[str, str]:
+    """The settings of a head that can be lost: media in `s3_server`'s bucket (tests/s3_server.py), the registry's
+    state at `state_url` (PostgreSQL) and the review-link key from the environment, so nothing it keeps is on its
+    disk. Downloads go through the server (no redirect to the bucket): what a head serves is what is checked."""
+    return {
+        **s3_server.env,
+        "VIDFORGE_STORAGE_URL": f"s3://{s3_server.bucket}/vf",
+        "VIDFORGE_STATE_URL": state_url,
+        "VIDFORGE_REVIEW_KEY": review_key,
+        "VIDFORGE_DIRECT_TRANSFERS": "off",
+        "VIDFORGE_POLL_INTERVAL_MS": "500",
+    }
+
+
 class ServerProcess:
     """`vidforge serve` as a subprocess with its own data dir, tokens and environment."""
 
@@ -189,7 +203,9 @@ class ServerProcess:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> ServerProcess:
+    def start(self, wait: bool = True) -> ServerProcess:
+        """Launch `vidforge serve` and wait until it serves; with `wait=False`, return once it is launched (a server
+        that waits for something before it serves: a second head waiting to own the state), and `wait_up` later."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
@@ -200,6 +216,11 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        return self.wait_up() if wait else self
+
+    def wait_up(self, timeout: float = START_TIMEOUT_S) -> ServerProcess:
+        """Wait until the launched server has printed its endpoint and answers `/healthz`."""
+        assert self.proc is not None, "launched"
 
         def ready() -> bool:
             if self.proc.poll() is not None:
@@ -214,7 +235,7 @@ class ServerProcess:
             except httpx.HTTPError:
                 return False
 
-        wait_until(ready, START_TIMEOUT_S, interval=0.5, message="vidforge serve to come up")
+        wait_until(ready, timeout, interval=0.5, message="vidforge serve to come up")
         return self
 
     def auth_headers(self) -> dict[str, str]:

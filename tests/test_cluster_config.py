@@ -2,12 +2,14 @@
 
 - cluster.yaml: what `ray up` does before it talks to the cloud — Ray 2.60's own `prepare_config` (defaults
   filled in, setup commands merged) and `validate_config` (its ray-schema.json) — plus what vidforge needs of
-  it: a head with no CPUs, token auth on every node, S3 media, GPU and CPU worker types;
+  it: a head with no CPUs, token auth on every node, S3 media, GPU and CPU worker types, and the head's secrets
+  (the PostgreSQL state URL, the review key) read from a file into its environment, never written in a command;
 - deploy/serve.yaml: Serve's own config schema (`ServeDeploySchema`, what `serve deploy` validates), with an
   import path that imports the real builder and args that the builder accepts (tests/test_cluster.py deploys
   it on a live cluster);
-- deploy/rayservice.yaml: parsed, with the fields KubeRay needs. KubeRay's CRD schema is not available offline
-  here (it ships with the operator, not with any Python package), so it is not validated against it.
+- deploy/rayservice.yaml: parsed, with the fields KubeRay needs, and the head's secrets from a Kubernetes Secret
+  (secretKeyRef) rather than serveConfigV2. KubeRay's CRD schema is not available offline here (it ships with the
+  operator, not with any Python package), so it is not validated against it.
 
 Every VIDFORGE_* variable the files set must be one that serve_app.config reads.
 """
@@ -34,6 +36,10 @@ SETTINGS = {
     field.validation_alias if isinstance(field.validation_alias, str) else f"VIDFORGE_{name.upper()}"
     for name, field in Config.model_fields.items()
 }
+# What a head keeps secret: the database URL holds a password, the review key decides approvals. Neither belongs in a
+# file that is committed, a command line (`ps` shows it) or Serve's runtime_env (stored and shown in plain text).
+HEAD_SECRETS = {"VIDFORGE_STATE_URL", "VIDFORGE_REVIEW_KEY"}
+HEAD_ENV_FILE = "~/vidforge-head.env"  # cluster.yaml: the head's secrets, as VAR=value lines
 
 
 def load(path: str):
@@ -77,6 +83,23 @@ def test_cluster_yaml_is_what_ray_up_accepts():
     assert env["VIDFORGE_AUTOSCALING_CONFIG"] == "~/ray_bootstrap_config.yaml"  # where `ray up` puts this config
     assert {name for name in env if name.startswith("VIDFORGE_")} <= SETTINGS
     assert "--ray-address auto" in serve and "--host 0.0.0.0" in serve
+    # The head's secrets: from a file copied like the tokens file, read into the environment (`set -a` exports
+    # what the file sets) before `vidforge serve` starts, and set in no command; the file's documented lines name
+    # settings vidforge reads.
+    assert config["file_mounts"][HEAD_ENV_FILE] == HEAD_ENV_FILE
+    words = shlex.split(serve)
+    sourced = words.index(HEAD_ENV_FILE)
+    assert words[sourced - 4 : sourced] == ["set", "-a", "&&", "."] and words[sourced + 1 : sourced + 4] == [
+        "&&",
+        "set",
+        "+a",
+    ]
+    assert sourced < words.index(".venv/bin/vidforge")
+    assert not HEAD_SECRETS & {
+        name for command in config["head_start_ray_commands"] for name in env_assignments(command)
+    }
+    documented = set(re.findall(r"^#\s+(VIDFORGE_\w+)=", (REPO / "cluster.yaml").read_text(), re.M))
+    assert documented == HEAD_SECRETS <= SETTINGS
     # The bucket's region reaches every node's tasks (segment tasks read the bucket): every `ray start` has it.
     assert all(env_assignments(c)["AWS_REGION"] for c in starts)
     # Ray's own processes as `vidforge serve` starts them locally (serve_app.launch.ray_env), on every node.
@@ -140,15 +163,26 @@ def test_rayservice_manifest_has_what_kuberay_needs():
     assert len(gpu) == 1 and len(groups) == 2  # a GPU worker group and a CPU one
     assert "video" in {e["name"]: e["value"] for e in gpu[0]["env"]}["NVIDIA_DRIVER_CAPABILITIES"]
     for group in [head, *groups]:  # Ray's own processes as `vidforge serve` starts them (serve_app.launch.ray_env)
-        env_vars = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
+        env_vars = {e["name"]: e.get("value") for e in group["template"]["spec"]["containers"][0]["env"]}
         assert env_vars.items() >= RAY_ENV_DEFAULTS.items()
 
-    # The registry's state on the claim, the MCP tokens from the Secret: both where serveConfigV2 says.
+    # The head's secrets from a Kubernetes Secret into the head container's environment, which the Serve build task
+    # and the registry it starts inherit: not in serveConfigV2, not on any worker, no value written here. Nothing
+    # else of the state is on the head's disk (no volume claim): a lost head pod is replaced without loss.
     head_pod = head["template"]["spec"]
+    head_env = {e["name"]: e for e in head_pod["containers"][0]["env"]}
+    secret_refs = {name: head_env[name]["valueFrom"]["secretKeyRef"] for name in HEAD_SECRETS}
+    assert HEAD_SECRETS <= SETTINGS and not HEAD_SECRETS & set(env)
+    assert len({ref["name"] for ref in secret_refs.values()}) == 1 and all(ref["key"] for ref in secret_refs.values())
+    assert not any("value" in head_env[name] for name in HEAD_SECRETS)
+    for group in groups:
+        assert not HEAD_SECRETS & {e["name"] for e in group["template"]["spec"]["containers"][0]["env"]}
+    assert "PersistentVolumeClaim" not in docs and "VIDFORGE_STATE_DIR" not in env
+    assert not [v for v in head_pod["volumes"] if "persistentVolumeClaim" in v]
+
+    # The MCP tokens from their Secret, the autoscaling config from the ConfigMap: both where serveConfigV2 says.
     mounts = {m["name"]: m["mountPath"] for m in head_pod["containers"][0]["volumeMounts"]}
     volumes = {v["name"]: v for v in head_pod["volumes"]}
-    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == docs["PersistentVolumeClaim"]["metadata"]["name"]
-    assert env["VIDFORGE_STATE_DIR"].startswith(mounts["state"])
     assert env["VIDFORGE_TOKENS_FILE"].startswith(mounts["tokens"]) and volumes["tokens"]["secret"]["secretName"]
     assert env["VIDFORGE_AUTOSCALING_CONFIG"].startswith(mounts["autoscaling"])
     assert volumes["autoscaling"]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]

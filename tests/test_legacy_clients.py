@@ -290,6 +290,9 @@ def test_mcp1_client_renders_through_the_fallback(server, assets, tmp_path, vers
     assert report["approve"]["approved"] is True and report["approve"]["replayed"] is False
     final = report["final"]
     assert final["state"] == "succeeded" and final["terminal"] is True and final["watermark_applied"] is True
+    # Issue 37: the caller's metadata comes back unchanged, in the status and under vidforge's `_meta` key.
+    assert final["metadata"] == {"order_id": "o-1842"}
+    assert report["accepted_meta"]["com.vidforge/metadata"] == {"order_id": "o-1842"}
     assert report["video_mime"] == "video/mp4"
     assert video.stat().st_size == final["size_bytes"]
     decoded = decode_all(str(video), keep="none")

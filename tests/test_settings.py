@@ -16,6 +16,7 @@ DOCUMENTED = {
     "VIDFORGE_DATA_DIR": ("data_dir", ".vidforge", "/srv/vidforge"),
     "VIDFORGE_STATE_DIR": ("state_dir", None, "/srv/vidforge-state"),
     "VIDFORGE_STORAGE_URL": ("storage_url", None, "s3://media-bucket/vidforge"),
+    "VIDFORGE_STATE_URL": ("state_url", None, "postgresql://vidforge:secret@db.internal:5432/vidforge"),
     "RAY_ADDRESS": ("ray_address", None, "10.0.0.1:6379"),
     "VIDFORGE_TOKENS_FILE": ("tokens_file", None, "/etc/vidforge/tokens.json"),
     "VIDFORGE_OAUTH_ISSUER": ("oauth_issuer", None, "https://issuer.example"),
@@ -31,6 +32,7 @@ DOCUMENTED = {
     "VIDFORGE_ASSET_RETENTION_S": ("asset_retention_s", 604_800, 3600),
     "VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL": ("max_asset_bytes_per_principal", 20 * 1024**3, 5000),
     "VIDFORGE_SWEEP_BATCH": ("sweep_batch", 500, 10),
+    "VIDFORGE_REGISTRY_CACHE_SIZE": ("registry_cache_size", 10_000, 50),
     "VIDFORGE_MAX_SOURCE_DURATION_S": ("max_source_duration_s", 14_400.0, 60.0),
     "VIDFORGE_MAX_FRAME_PIXELS": ("max_frame_pixels", 8_847_360, 1000),
     "VIDFORGE_MAX_FRAME_RATE": ("max_frame_rate", 240.0, 30.0),
@@ -68,6 +70,11 @@ DOCUMENTED = {
     "VIDFORGE_IMPORT_TIMEOUT_S": ("import_timeout_s", 300.0, 30.0),
     "VIDFORGE_MAX_IMPORTS": ("max_imports", 2, 1),
     "VIDFORGE_MAX_LIST_ITEMS": ("max_list_items", 100, 5),
+    "VIDFORGE_WEBHOOK_ALLOW_HOSTS": ("webhook_allow_hosts", "", "hooks.internal,10.9.0.0/16"),
+    "VIDFORGE_WEBHOOK_SECRETS_FILE": ("webhook_secrets_file", None, "/etc/vidforge/webhook-secrets.json"),
+    "VIDFORGE_WEBHOOK_MAX_AGE_S": ("webhook_max_age_s", 86_400.0, 3600.0),
+    "VIDFORGE_WEBHOOK_ATTEMPT_TIMEOUT_S": ("webhook_attempt_timeout_s", 10.0, 2.5),
+    "VIDFORGE_WEBHOOK_MAX_PER_DESTINATION": ("webhook_max_per_destination", 4, 8),
     "VIDFORGE_MAX_LISTEN_TASK_IDS": ("max_listen_task_ids", 100, 3),
     "VIDFORGE_LISTEN_IDLE_S": ("listen_idle_s", 300.0, 2.0),
     "VIDFORGE_LEASE_TTL_S": ("lease_ttl_s", 30.0, 3.0),
@@ -213,3 +220,21 @@ def test_the_log_format_follows_the_terminal_unless_set(clean_env):
     clean_env.setenv("VIDFORGE_LOG_FORMAT", "xml")
     with pytest.raises(ValueError, match="json"):
         Config()
+
+
+def test_the_state_url_is_postgresql_reaches_the_registry_and_is_never_shown(clean_env):
+    url = "postgresql://vidforge:s3cret-pw@db.internal:5432/vidforge?sslmode=require"
+    clean_env.setenv("VIDFORGE_STATE_URL", url)
+    config = Config.from_env()
+    settings = config.registry_settings()
+    assert settings.state_url == url and Config.from_json(config.to_json()).state_url == url  # to the actors
+    assert settings.state_location == "postgresql://db.internal:5432/vidforge"  # what logs and prints show
+    assert "s3cret-pw" not in repr(config) + repr(settings) + str(config)
+    assert Config(state_url="postgres://db/vf").state_url == "postgres://db/vf"
+    for wrong in ("mysql://root:s3cret-pw@db/vf", "db.internal:5432", "sqlite:///state.db"):
+        with pytest.raises(ValueError, match="must be a postgresql:// \\(or postgres://\\) URL") as refused:
+            Config(state_url=wrong)
+        assert "s3cret-pw" not in str(refused.value)
+    clean_env.delenv("VIDFORGE_STATE_URL")
+    sqlite = Config.from_env()
+    assert sqlite.registry_settings().state_location == sqlite.state_dir  # no URL: SQLite in the state dir

@@ -9,7 +9,8 @@ import sqlite3
 
 import pytest
 
-from actors.store import SCHEMA_VERSION, TaskStore
+from actors.sqlite_store import SqliteTaskStore
+from actors.store import SCHEMA_VERSION
 from mcp_protocol import errors
 from mcp_protocol.domain import (
     ApprovalTimedOut,
@@ -149,19 +150,20 @@ V0 = [
     ),
     v0_record("task_working", "working", phase="rendering", frames_done=12),
 ]
+TASK_IDS = [rec["task_id"] for rec in V0]
 
 
 @pytest.fixture
 def migrated(tmp_path) -> dict[str, TaskRecord]:
-    with sqlite3.connect(tmp_path / TaskStore.FILENAME) as conn:
+    with sqlite3.connect(tmp_path / SqliteTaskStore.FILENAME) as conn:
         conn.executescript(V0_SCHEMA)
         for rec in V0:
             conn.execute(
                 "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?)",
                 (rec["task_id"], "alice", rec["status"], "k", rec["created_at_ms"], json.dumps(rec)),
             )
-    store = TaskStore(str(tmp_path))
-    records = {rec.task_id: rec for rec in store.load_tasks()}
+    store = SqliteTaskStore(str(tmp_path))
+    records = {task_id: store.get_task(task_id) for task_id in TASK_IDS}
     store.close()
     return records
 
@@ -203,15 +205,55 @@ def test_unfinished_renders_keep_their_state(migrated):
 
 
 def test_the_store_is_marked_migrated_and_opens_again_unchanged(tmp_path, migrated):
-    with sqlite3.connect(tmp_path / TaskStore.FILENAME) as conn:
+    with sqlite3.connect(tmp_path / SqliteTaskStore.FILENAME) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    again = TaskStore(str(tmp_path))
-    assert {rec.task_id: rec for rec in again.load_tasks()} == migrated
+    again = SqliteTaskStore(str(tmp_path))
+    assert {task_id: again.get_task(task_id) for task_id in TASK_IDS} == migrated
 
 
 def test_a_newer_layout_is_refused(tmp_path):
-    TaskStore(str(tmp_path)).close()
-    with sqlite3.connect(tmp_path / TaskStore.FILENAME) as conn:
+    SqliteTaskStore(str(tmp_path)).close()
+    with sqlite3.connect(tmp_path / SqliteTaskStore.FILENAME) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(RuntimeError, match="newer"):
-        TaskStore(str(tmp_path))
+        SqliteTaskStore(str(tmp_path))
+
+
+V3_SCHEMA = V0_SCHEMA.replace("record TEXT NOT NULL);", "record TEXT NOT NULL, retain_from_ms INTEGER);")
+
+
+def test_layout_3_gains_the_webhook_outbox_and_keeps_its_records(tmp_path):
+    from mcp_protocol.webhook_events import EventType, OutboxEvent
+
+    rec = TaskRecord(
+        task_id="task_live",
+        principal="alice",
+        request=REQUEST,
+        status_message="",
+        created_at_ms=T_MS,
+        last_updated_at_ms=T_MS,
+        ttl_ms=86_400_000,
+        poll_interval_ms=10_000,
+    )
+    with sqlite3.connect(tmp_path / SqliteTaskStore.FILENAME) as conn:
+        conn.executescript(V3_SCHEMA)
+        conn.execute(
+            "INSERT INTO tasks VALUES (?, 'alice', 'working', 'k', ?, ?, NULL)",
+            (rec.task_id, T_MS, rec.model_dump_json()),
+        )
+        conn.execute("PRAGMA user_version = 3")
+    store = SqliteTaskStore(str(tmp_path))
+    assert store.get_task(rec.task_id) == rec
+    event = OutboxEvent(
+        event_id="evt_1",
+        type=EventType.CANCELLED,
+        task_id=rec.task_id,
+        principal="alice",
+        url="https://hooks.example/h",
+        created_at_ms=T_MS,
+        body="{}",
+    )
+    store.save_task(rec, events=[event])
+    assert [d.event for d in store.webhooks_due(T_MS, 10, T_MS + 1)] == [event]
+    with sqlite3.connect(tmp_path / SqliteTaskStore.FILENAME) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)

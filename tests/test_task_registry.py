@@ -1,5 +1,6 @@
 """TaskRegistry: the task lifecycle contract (ext-tasks state machine, idempotency, quota, approvals,
-housekeeping, durability), exercised on the plain class with a fake clock; plus one Ray restart test."""
+housekeeping, durability), exercised on the plain class with a fake clock, on both task stores: SQLite, and a real
+PostgreSQL server (tests/postgres.py; those runs are `slow`: they start a server); plus one Ray restart test."""
 
 import asyncio
 import os
@@ -11,8 +12,9 @@ import uuid
 
 import pytest
 
-from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry, TaskStore
+from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry
 from actors.change_feed import Changes
+from actors.sqlite_store import SqliteTaskStore
 from actors.task_registry import DELETION_LOG_BATCHES, MAX_UNSAVED_BUMPS, Created, IdempotencyConflict
 from mcp_protocol.domain import (
     AnswerResult,
@@ -27,6 +29,7 @@ from mcp_protocol.domain import (
     Succeeded,
 )
 from serve_app.config import Config
+from tests import postgres
 
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt
 HOUR_S = 3600
@@ -61,8 +64,30 @@ class FakeClock:
         self.now += seconds
 
 
-def make(tmp_path, clock=None, **config):
-    return TaskRegistry(settings(tmp_path, **config).registry_settings(), clock or FakeClock())
+_opened: list[TaskRegistry] = []  # the registries `make` opened in the running test, closed after it
+
+
+@pytest.fixture(autouse=True, params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def backend(request, monkeypatch):
+    """Every test on each task store: `settings` reads VIDFORGE_STATE_URL, a fresh database per test. A test of one
+    store only says so with `sqlite_only`. The registries a test opened are closed after it: a PostgreSQL one holds
+    its database's ownership (and a connection) until then."""
+    if request.param == "postgresql":
+        monkeypatch.setenv("VIDFORGE_STATE_URL", postgres.postgres_server().new_database())
+    yield request.param
+    while _opened:
+        _opened.pop().close()
+
+
+sqlite_only = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # overrides the fixture's params
+
+
+def make(tmp_path, clock=None, driver=None, **config):
+    """A registry on the test's store. Close it (``close``) before opening another on the same state: on PostgreSQL
+    the second waits for the first's ownership."""
+    reg = TaskRegistry(settings(tmp_path, **config).registry_settings(), clock or FakeClock(), driver)
+    _opened.append(reg)
+    return reg
 
 
 def request(**changes) -> RenderRequest:
@@ -301,7 +326,7 @@ async def test_idempotency_key_with_other_arguments_is_a_conflict_naming_the_ori
         await reg.create("alice", other)
     assert await reg.replay("alice", request(idempotency_key="unused")) is None
     assert await reg.replay("bob", other) is None  # keys are per principal
-    assert len(reg._store.load_tasks()) == 1  # nothing was created by the conflicts
+    assert reg._store.count_tasks() == 1  # nothing was created by the conflicts
 
 
 # -- quota -------------------------------------------------------------------------------------------------
@@ -349,6 +374,7 @@ async def test_quota_retry_after_is_at_least_one_second(tmp_path):
     assert excinfo.value.retry_after_ms == 1000
 
 
+@sqlite_only  # no store involved: once is enough
 def test_errors_survive_pickling():
     """Ray pickles exceptions raised in an actor; the attributes must come back."""
     errors = (
@@ -542,7 +568,7 @@ class RecordingDriver:
 @pytest.mark.anyio
 async def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_path):
     clock, driver = FakeClock(), RecordingDriver()
-    reg = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
+    reg = make(tmp_path, clock, driver)
     unstarted = (await new_task(reg)).task_id  # its supervisor start never ran
     driven = (await new_task(reg)).task_id
     waiting = (await task_in(reg, "input_required")).task_id
@@ -563,7 +589,8 @@ async def test_sweep_redrives_every_non_terminal_task_without_a_live_lease(tmp_p
     assert set((await reg.sweep()).redriven) == {driven, waiting}
 
     # A restarted registry holds no leases: it waits one term from its own start before asking.
-    again = TaskRegistry(settings(tmp_path).registry_settings(), clock, driver)
+    reg.close()
+    again = make(tmp_path, clock, driver)
     assert (await again.sweep()).redriven == []
     clock.advance(15)
     assert set((await again.sweep()).redriven) == {driven, waiting}
@@ -612,6 +639,7 @@ async def test_retention_sweep_deletes_artifact_file_and_record(tmp_path):
     assert not video.exists() and not preview.exists() and not folder.exists()
     assert await reg.get("alice", task_id) is None
     assert await reg.get("alice", unfinished_id) is not None  # non-terminal tasks are never swept
+    reg.close()
     assert await make(data_dir, clock).get("alice", task_id) is None
 
 
@@ -689,16 +717,16 @@ async def test_changes_waits_for_a_change_and_times_out_with_none(tmp_path):
 async def test_changes_lists_the_tasks_the_sweep_deleted(tmp_path):
     clock = FakeClock()
     reg = make(tmp_path, clock)
-    gone = await expired_tasks(reg, clock, 2)
+    gone = tuple(sorted(await expired_tasks(reg, clock, 2)))  # expired together: deleted in id order
     epoch, start = await feed_position(reg)
     kept = await new_task(reg)
     waiter = asyncio.create_task(reg.changes(epoch, start + 1, timeout_s=30))
     await asyncio.sleep(0)
     assert (await reg.sweep()).tasks_deleted == 2
     deletion = await asyncio.wait_for(waiter, 30)  # a purge wakes the feed's readers
-    assert deletion.deleted == tuple(gone) and deletion.records == () and deletion.seq == start + 3
+    assert deletion.deleted == gone and deletion.records == () and deletion.seq == start + 3
     since_start = await reg.changes(epoch, start, timeout_s=30)
-    assert since_start.records == (kept,) and since_start.deleted == tuple(gone)
+    assert since_start.records == (kept,) and since_start.deleted == gone
 
 
 @pytest.mark.anyio
@@ -717,6 +745,7 @@ async def test_changes_resets_a_reader_of_another_instance_or_behind_the_deletio
     assert not (await reg.changes(epoch, mid + 1, timeout_s=30)).reset
     other = await reg.changes("another-instance", behind.seq, timeout_s=30)
     assert other.reset and other.epoch == epoch
+    reg.close()
     restarted = make(tmp_path, clock, sweep_batch=1)
     assert (await restarted.changes(epoch, behind.seq, timeout_s=30)).reset
     assert (await restarted.read("alice", "task_x")).epoch != epoch
@@ -749,7 +778,9 @@ async def test_restart_recovers_every_task_and_result(tmp_path):
         await reg.finish(done.task_id, DONE)
         waiting = await task_in(reg, "input_required")
         cancelled = await task_in(reg, "cancelled")
-        return [await reg.get_any(t.task_id) for t in (done, waiting, cancelled)]
+        held = [await reg.get_any(t.task_id) for t in (done, waiting, cancelled)]
+        reg.close()
+        return held
 
     async def after():
         reg = make(tmp_path)
@@ -765,8 +796,9 @@ async def test_restart_recovers_every_task_and_result(tmp_path):
     assert replay == Created(records[0], created=False)
 
 
-def stored(tmp_path, task_id):
-    return next(rec for rec in TaskStore(str(tmp_path)).load_tasks() if rec.task_id == task_id)
+def stored(reg, task_id):
+    """The record as the registry's store holds it (not as the registry publishes it)."""
+    return reg._store.get_task(task_id)
 
 
 @pytest.mark.anyio
@@ -774,13 +806,13 @@ async def test_live_progress_is_published_at_once_but_stored_only_with_durable_c
     reg = make(tmp_path)
     task_id = (await new_task(reg)).task_id
     probing = await reg.set_progress(task_id, 0, 0, phase="probing")
-    assert stored(tmp_path, task_id) == probing  # a phase change is durable
+    assert stored(reg, task_id) == probing  # a phase change is durable
     live = await reg.set_progress(task_id, 40, 600, fps=55.5, source_fps=30.0)
     assert (live.frames_done, live.fps, live.version) == (40, 55.5, probing.version + 1)
     assert await reg.get_any(task_id) == live  # every reader sees it at once ...
-    assert stored(tmp_path, task_id) == probing  # ... but it cost no store write
+    assert stored(reg, task_id) == probing  # ... but it cost no store write
     muxing = await reg.set_progress(task_id, 600, 600, phase="muxing", source_fps=30.0)
-    assert stored(tmp_path, task_id) == muxing  # the next durable change carries the frames with it
+    assert stored(reg, task_id) == muxing  # the next durable change carries the frames with it
     resumed = await reg.set_progress(task_id, 0, 0, phase="probing")  # a restarted render probes again
     assert (resumed.frames_done, resumed.frames_total) == (600, 600)  # what is known stays shown
 
@@ -792,14 +824,18 @@ async def test_unsaved_progress_is_bounded_and_versions_never_go_back_across_res
         task_id = (await new_task(reg)).task_id
         for frames in range(1, MAX_UNSAVED_BUMPS + 1):
             rec = await reg.set_progress(task_id, frames, 10_000)
-        assert stored(tmp_path, task_id) == rec  # the bound was reached: that bump was saved
+        assert stored(reg, task_id) == rec  # the bound was reached: that bump was saved
         for frames in range(MAX_UNSAVED_BUMPS + 1, 2 * MAX_UNSAVED_BUMPS):
             rec = await reg.set_progress(task_id, frames, 10_000)
-        assert stored(tmp_path, task_id).version < rec.version  # a crash now loses these bumps
+        assert stored(reg, task_id).version < rec.version  # a crash now loses these bumps
+        reg.close()
         return rec
 
     async def reload(task_id):
-        return await make(tmp_path).get_any(task_id)
+        reg = make(tmp_path)
+        found = await reg.get_any(task_id)
+        reg.close()
+        return found
 
     last_seen = await first_life()
     again = await reload(last_seen.task_id)
@@ -807,9 +843,10 @@ async def test_unsaved_progress_is_bounded_and_versions_never_go_back_across_res
     assert (await reload(last_seen.task_id)).version > again.version  # and again after another restart
 
 
+@sqlite_only
 def test_store_is_sqlite_in_wal_mode(tmp_path):
     make(tmp_path)
-    path = tmp_path / TaskStore.FILENAME
+    path = tmp_path / SqliteTaskStore.FILENAME
     assert path.name == "registry.sqlite3"
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -819,6 +856,7 @@ def test_store_is_sqlite_in_wal_mode(tmp_path):
 
 
 @pytest.mark.ray
+@sqlite_only  # the actor's ownership of a PostgreSQL state: tests/test_two_heads.py
 @pytest.mark.anyio
 async def test_detached_registry_actor_recovers_after_a_kill_behind_its_typed_client(tmp_path):
     """The registry actor through `actors.client.RegistryClient`: its own errors arrive as themselves, a kill is

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.store import TaskStore
+from actors.sqlite_store import SqliteTaskStore
 from mcp_protocol.catalog import RENDER_TOOL
 from mcp_protocol.domain import Cancelled, RenderRequest, TaskRecord
 from serve_app.ingress.review.capability import LinkRefused, ReviewCapability, ReviewSigner
@@ -165,7 +165,7 @@ def test_a_record_stored_with_a_trailing_newline_keeps_its_assets_after_the_upgr
         )
         # What the old edge let through, written as it wrote it: straight into the registry.
         task_id = old_server.wire.run(old_server.wire.registry.create(PRINCIPAL, request)).task.task_id
-        store = Path(old_server.wire.config.data_dir) / TaskStore.FILENAME
+        store = Path(old_server.wire.config.data_dir) / SqliteTaskStore.FILENAME
     with closing(sqlite3.connect(store)) as db:
         db.execute("PRAGMA user_version = 1")  # the layout before canonical asset URIs
     with world(tmp_path) as reopened:

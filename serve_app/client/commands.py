@@ -1,5 +1,5 @@
 """The client's sub-commands of `vidforge` (serve_app/launch/cli.py registers them): `render`, `assets list`,
-`renders list` and `renders get`. Each runs on an event loop of its own and ends with an exit code
+`renders list`, `renders get` and `webhooks list`. Each runs on an event loop of its own and ends with an exit code
 (`failures.ExitCode`); a failure prints one line on stderr, `vidforge: <what happened and what to do>`.
 """
 
@@ -28,8 +28,11 @@ EXIT_CODES = (
 )
 
 
-def register_client_commands(sub: argparse._SubParsersAction, assets: argparse._SubParsersAction) -> None:
-    """Add `render` and `renders` to `vidforge`'s sub-commands, and `list` to its `assets` sub-commands."""
+def register_client_commands(
+    sub: argparse._SubParsersAction, assets: argparse._SubParsersAction
+) -> argparse._SubParsersAction:
+    """Add `render`, `renders` and `webhooks` to `vidforge`'s sub-commands, and `list` to its `assets` sub-commands;
+    returns the `webhooks` sub-commands (where the launch adds `secret`, which reads the server's own settings)."""
     server = argparse.ArgumentParser(add_help=False)
     server.add_argument("--server", help=f"the MCP endpoint (default: ${SERVER_VARIABLE} or {DEFAULT_SERVER})")
     server.add_argument("--token", help=f"bearer token from the server's tokens file (default: ${TOKEN_VARIABLE})")
@@ -70,6 +73,14 @@ def register_client_commands(sub: argparse._SubParsersAction, assets: argparse._
     get.add_argument("render_id")
     get.add_argument("--json", action="store_true", help="print the server's JSON answer, for scripts")
     get.set_defaults(func=_renders_get)
+
+    webhooks = sub.add_parser("webhooks", help="your renders' webhooks").add_subparsers(
+        dest="webhooks_command", required=True
+    )
+    webhooks.add_parser(
+        "list", parents=[listing], help="list your webhook deliveries: state, attempts, last error", epilog=EXIT_CODES
+    ).set_defaults(func=_webhooks_list)
+    return webhooks
 
 
 def _opacity(value: str) -> float:
@@ -117,6 +128,10 @@ def _assets_list(args: argparse.Namespace) -> int:
 
 def _renders_list(args: argparse.Namespace) -> int:
     return run(args, lambda address, _: list_items(address, "renders", args.limit, args.json))
+
+
+def _webhooks_list(args: argparse.Namespace) -> int:
+    return run(args, lambda address, _: list_items(address, "webhooks", args.limit, args.json))
 
 
 def _renders_get(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-"""`vidforge assets list`, `vidforge renders list` and `vidforge renders get ID`: the caller's own assets and renders
-(the server shows nobody else's), newest first, as a table; with `--json`, exactly what the server answered, for
+"""`vidforge assets list`, `vidforge renders list`, `vidforge renders get ID` and `vidforge webhooks list`: the caller's
+own assets, renders and webhook deliveries (the server shows nobody else's), newest first, as a table; with `--json`, exactly what the server answered, for
 scripts. Times are shown in the local zone."""
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ async def list_items(address: ServerAddress, listed: Listed, limit: int | None, 
         print(json.dumps({"items": page.items, "next_cursor": page.next_cursor}, indent=2))
         return
     console = _stdout()
-    console.print(assets_table(page.items) if listed == "assets" else renders_table(page.items))
+    tables = {"assets": assets_table, "renders": renders_table, "webhooks": webhooks_table}
+    console.print(tables[listed](page.items))
     if page.next_cursor is not None:
         console.print(f"(the newest {len(page.items)}; more with --limit)", style="dim")
 
@@ -58,6 +59,23 @@ def assets_table(items: list[dict[str, Any]]) -> Table:
     for item in items:
         table.add_row(
             item["uri"], item["kind"], item["filename"], str(item["size_bytes"]), local_time(item["created_at"])
+        )
+    return table
+
+
+def webhooks_table(items: list[dict[str, Any]]) -> Table:
+    table = Table(
+        "event", "render", "state", "attempts", "created", "next attempt", "last error", title=f"{len(items)} webhooks"
+    )
+    for item in items:
+        table.add_row(
+            item["type"],
+            item["render_id"],
+            item["state"],
+            str(item["attempts"]),
+            local_time(item["created_at"]),
+            local_time(item.get("next_attempt_at")),
+            item.get("last_error") or "",
         )
     return table
 

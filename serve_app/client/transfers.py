@@ -25,7 +25,7 @@ VIDEO_URI_PREFIX = "vidforge://videos/"
 # An upload's refusals that are about the file (too large, not a readable video or image, over a media limit).
 REFUSED_FILE = (413, 415, 422)
 
-Listed = Literal["assets", "renders"]
+Listed = Literal["assets", "renders", "webhooks"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class ServerFiles:
         return out.stat().st_size
 
     async def listing(self, listed: Listed, limit: int | None = None, cursor: str | None = None) -> ListingPage:
-        """A page of the caller's own assets or renders, newest first."""
+        """A page of the caller's own assets, renders or webhook deliveries, newest first."""
         params = {name: value for name, value in (("limit", limit), ("cursor", cursor)) if value is not None}
         body = self._check(await self.http.get(f"{self.address.base_url}/{listed}", params=params), f"GET /{listed}")
         return ListingPage(body["items"], body["next_cursor"])

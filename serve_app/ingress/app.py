@@ -1,6 +1,7 @@
 """The Starlette application each ingress replica serves (serve_app/ingress/front.py): `/mcp`, `/assets` (and direct
 uploads to a bucket under `/assets/uploads`: serve_app/ingress/direct_uploads.py), `/artifacts`, `/healthz`,
-`/readyz`, the caller's own assets and renders (`GET /assets`, `GET /renders`: serve_app/ingress/listings.py), the
+`/readyz`, the caller's own assets and renders (`GET /assets`, `GET /renders`: serve_app/ingress/listings.py) and
+webhook deliveries (`GET /webhooks`: serve_app/ingress/webhook_listing.py), the
 watermark review page under `/review`, the finished video's watch page under `/watch`, and in OAuth mode the RFC 9728
 metadata under `/.well-known/oauth-protected-resource`.
 
@@ -48,7 +49,9 @@ from serve_app.ingress.request_context import RequestContext
 from serve_app.ingress.request_slots import RequestSlots
 from serve_app.ingress.review.routes import review_routes
 from serve_app.ingress.watch.routes import watch_routes
+from serve_app.ingress.webhook_listing import webhook_routes
 from serve_app.observability.catalog import REFUSALS
+from serve_app.webhooks.registry_outbox import RegistryOutbox
 
 if TYPE_CHECKING:
     from serve_app.ingress.ray_render_service import RayRenderService
@@ -80,6 +83,7 @@ def build_app(
         Route("/artifacts/{render_id}/final.{ext}", ArtifactDownload(service), methods=["GET", "HEAD"]),
         Route("/healthz", healthz, methods=["GET"]),
         *listing_routes(service, config),
+        *webhook_routes(RegistryOutbox(service.registry), config),
     ]
     # After authentication (both need the principal): the log context and request timing, then admission (per principal).
     callers = Callers(bearer_backend(config, tokens), config)

@@ -42,6 +42,7 @@ from serve_app.media.assets import Asset, AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal
 from serve_app.observability.catalog import REFUSALS
 from serve_app.rendering.supervisor import supervisor_client
+from serve_app.webhooks.submission import NotifyTargets
 
 REGISTRY_RETRY_AFTER_S = 5  # a hint: a restarted registry answers within seconds
 
@@ -79,6 +80,7 @@ class RegistryRenderService:
         self.records = RecordMirror(registry, config.record_mirror_size)
         self.review_links = ReviewLinks(config)
         self.watch_links = WatchLinks(config)
+        self.notify_targets = NotifyTargets(config)
         transfers = self.assets.media.direct_transfers
         self.direct_uploads = DirectUploads(config, self.assets, transfers)
         # Downloads straight from the bucket (VIDFORGE_DIRECT_TRANSFERS); None: the replica serves the bytes.
@@ -117,6 +119,7 @@ class RegistryRenderService:
             rec = await self.registry.replay(principal, request) if request.idempotency_key is not None else None
             if rec is None:
                 await anyio.to_thread.run_sync(self._check_assets, principal, request)
+                request = await self.notify_targets.settled(principal, request)
                 rec = (await self.registry.create(principal, request)).task
         except IdempotencyConflict as exc:
             raise errors.idempotency_conflict(exc.task_id) from None

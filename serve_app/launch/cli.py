@@ -10,6 +10,8 @@ import threading
 from importlib.metadata import version
 
 from serve_app.client.commands import register_client_commands
+from serve_app.launch.state_migrate import register_state_commands
+from serve_app.launch.webhook_secret import register_webhook_secret
 
 # The server's modules (settings, Ray, PyAV) are imported by the commands that run them, so the client's commands,
 # `--help` and `--version` answer without the seconds those imports take.
@@ -64,7 +66,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"vidforge: {exc}", file=sys.stderr, flush=True)
         ray.shutdown()
         return 2
-    print(f"vidforge: media in {media.description}; registry state in {config.state_dir}", flush=True)
+    state = config.registry_settings().state_location  # a database URL without its password
+    print(f"vidforge: media in {media.description}; registry state in {state}", flush=True)
     removed = start_backend(config, media)
     if any(removed.values()):
         print(f"vidforge: removed crash leftovers: {removed}", flush=True)
@@ -141,7 +144,9 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("--data-dir", default=None)
     add.add_argument("--principal", help="owner of the asset (a principal of the tokens file; default: the local one)")
     add.set_defaults(func=_assets_add)
-    register_client_commands(sub, assets)  # render, assets list, renders list|get: serve_app/client
+    webhooks = register_client_commands(sub, assets)  # render, assets|webhooks list, renders list|get: serve_app/client
+    register_webhook_secret(webhooks)  # webhooks secret: serve_app/launch/webhook_secret.py
+    register_state_commands(sub)  # state migrate: serve_app/launch/state_migrate.py
     return root
 
 

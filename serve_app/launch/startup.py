@@ -3,8 +3,9 @@ Serve application builder that `serve deploy` and a KubeRay RayService call (ser
 
 First the settings that must not start are refused (`check_settings`), then, on the connected cluster, a bucket
 must answer a Ray worker (`check_media_from_worker`: what the ingress replicas and the render tasks will see, not
-only this process), then the cluster's singletons come up (`start_backend`). Both are safe to repeat: the registry and the supervisor are
-found when they already run, so a redeploy of the Serve config changes only the ingress.
+only this process), then the cluster's singletons come up (`start_backend`: the registry, the render supervisor and
+the webhook dispatcher). Both are safe to repeat: the singletons are found when they already run, so a redeploy of
+the Serve config changes only the ingress.
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ import asyncio
 import ray
 
 from actors.handle import REGISTRY_NAME
+from actors.open_store import state_owned_elsewhere
 from media_store import MediaStore, StorageUrlError
 from media_store.hygiene import remove_leftovers
 from serve_app.config import Config
 from serve_app.handles import media_store, registry_client
 from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_tokens
 from serve_app.ingress.oauth import OAuthConfigError, check_oauth_settings
+from serve_app.ingress.review.links import ReviewLinks
+from serve_app.launch.review_key import with_review_key
 from serve_app.rendering.supervisor import supervisor_client
+from serve_app.webhooks.host import start_dispatcher
 
 MEDIA_CHECK_TIMEOUT_S = 60.0  # a bucket client retries for a while before it gives up; a worker may be starting
 MEDIA_CHECK_KEY = ".vidforge-check"  # written and deleted again: the store reads and writes
@@ -89,11 +94,23 @@ def start_backend(config: Config, media: MediaStore) -> dict[str, int]:
 
 async def _start_singletons(config: Config, media: MediaStore, running: bool) -> dict[str, int]:
     registry = registry_client(config)
+    settings = config.registry_settings()
+    # A head of the same state already runs: the registry's constructor waits for it to go (actors.postgres_store).
+    waiting = not running and await asyncio.to_thread(state_owned_elsewhere, settings)
+    if waiting:
+        print(
+            f"vidforge: another head owns the task state in {settings.state_location}; waiting to take over", flush=True
+        )
     await registry.start()
+    if waiting:
+        print(f"vidforge: took over the task state in {settings.state_location}", flush=True)
     if running:
         removed = {}
     else:  # nothing can be in progress: what crashed writers left goes, every asset and known task's file stays
-        removed = remove_leftovers(media, await registry.task_ids())
+        removed = await remove_leftovers(media, registry.known_task_ids)
     # Resumes renders that were in flight when the server last stopped, before accepting new ones.
     await supervisor_client(config).ready()
+    # Delivers the webhook events pending in the registry's outbox, and every later one, apart from the requests.
+    # With the review-link key: it mints the input_required event's link and derives the principals' secrets.
+    start_dispatcher(with_review_key(config), ReviewLinks)
     return removed

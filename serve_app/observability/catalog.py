@@ -117,6 +117,29 @@ STORAGE_ERRORS = Metric(
     ("operation",),
 )
 
+# The webhook dispatcher's (serve_app/webhooks/dispatcher.py).
+WEBHOOK_ATTEMPT_SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+WEBHOOK_DELIVERIES = Metric(
+    "vidforge_webhook_deliveries_total",
+    "counter",
+    "Webhook delivery attempts by outcome: delivered (2xx), retried (timeout, connection error, 408, 429, 5xx), "
+    "gave_up (refused for good, or older than VIDFORGE_WEBHOOK_MAX_AGE_S).",
+    ("outcome",),
+)
+WEBHOOK_OUTBOX_DEPTH = Metric("vidforge_webhook_outbox_depth", "gauge", "Webhook events not yet delivered.")
+WEBHOOK_OLDEST_UNDELIVERED = Metric(
+    "vidforge_webhook_oldest_undelivered_seconds",
+    "gauge",
+    "Age of the oldest webhook event not yet delivered (0: none).",
+)
+WEBHOOK_ATTEMPT_SECONDS = Metric(
+    "vidforge_webhook_attempt_seconds",
+    "histogram",
+    "Time one webhook attempt took.",
+    (),
+    WEBHOOK_ATTEMPT_SECONDS_BUCKETS,
+)
+
 ALL_METRICS = (
     RENDERS,
     RENDERS_CREATED,
@@ -134,4 +157,8 @@ ALL_METRICS = (
     REFUSALS,
     REQUEST_DURATION,
     STORAGE_ERRORS,
+    WEBHOOK_DELIVERIES,
+    WEBHOOK_OUTBOX_DEPTH,
+    WEBHOOK_OLDEST_UNDELIVERED,
+    WEBHOOK_ATTEMPT_SECONDS,
 )

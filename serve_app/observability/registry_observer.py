@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from mcp_protocol.domain import TaskRecord, TaskStatus
 from mcp_protocol.results import end_error
@@ -39,10 +39,11 @@ class RegistryMetrics:
         self._unfinished: Counter[str] = Counter()  # by principal label
         self._asked_ms: dict[str, int] = {}  # task id -> when its pending approval was asked
 
-    def opened(self, tasks: Iterable[TaskRecord]) -> None:
+    def opened(self, live: Iterable[TaskRecord], finished: Mapping[TaskStatus, int]) -> None:
         observe_process(self.config)
-        for rec in tasks:
+        for rec in live:
             self._count(rec, 1)
+        self._states.update(finished)  # the finished ones are counted, not loaded (actors/working_set.py)
         for status in TaskStatus:
             RENDERS.set(self._states[status], state=status.value)
         self._publish_unfinished()

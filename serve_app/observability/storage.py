@@ -69,9 +69,9 @@ class StorageErrorCounter:
         with _counted("size"):
             return self.store.size(key)
 
-    def list(self, prefix: str) -> list[StoredObject]:
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[StoredObject]:
         with _counted("list"):
-            return self.store.list(prefix)
+            return self.store.list(prefix, start_after=start_after, limit=limit)
 
     def delete(self, keys: Iterable[str]) -> None:
         with _counted("delete"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlencode
 
-from mcp_protocol.domain import TaskRecord
+from mcp_protocol.domain import PendingApproval, TaskRecord
 from serve_app.config import Config
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 
@@ -39,9 +39,13 @@ class ReviewLinks:
 
     def url(self, rec: TaskRecord) -> str | None:
         """The absolute review URL for `rec`'s outstanding approval; None when nothing awaits a decision."""
-        pending = rec.pending
-        if self.signer is None or pending is None:
+        return None if rec.pending is None else self.round_url(rec.task_id, rec.input_seq, rec.pending)
+
+    def round_url(self, task_id: str, input_seq: int, pending: PendingApproval) -> str | None:
+        """The absolute review URL for approval round `input_seq` of `task_id` (what a `render.input_required`
+        webhook names: the round it was made for, whatever the record holds by the time it is delivered)."""
+        if self.signer is None:
             return None
         asked_s = pending.deadline_ms / 1000 - pending.timeout_s
-        cap = ReviewCapability(rec.task_id, rec.input_seq, int(asked_s + self.ttl_s))
-        return self.base_url + with_capability(review_path(rec.task_id), self.signer.token(cap))
+        cap = ReviewCapability(task_id, input_seq, int(asked_s + self.ttl_s))
+        return self.base_url + with_capability(review_path(task_id), self.signer.token(cap))

@@ -106,9 +106,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "output_format": "mp4",
                 "resolution": "720p",
                 "watermark": {"image_asset_uri": args.logo, "position": "bottom_right", "opacity": 0.6},
+                "metadata": {"order_id": "o-1842"},  # the caller's own identifiers, back on every surface
             }
-            accepted = await call(session, "vidforge_render_video", render_args)
+            created = await session.call_tool("vidforge_render_video", render_args)
+            assert not created.isError, created
+            accepted = created.structuredContent
             report["accepted"] = accepted
+            report["accepted_meta"] = created.meta  # the `_meta` this client era does not know: kept, not refused
             render_id = accepted["render_id"]
             report["awaiting"] = await poll_until(session, render_id, ("awaiting_watermark_approval",))
             if args.action == "cancel":

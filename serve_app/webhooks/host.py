@@ -1,0 +1,77 @@
+"""Where the dispatcher runs: a detached actor of its own on the head, apart from request handling and renders.
+
+Not in an ingress replica (a slow receiver must never hold a request's event loop, and replicas come and go with
+the traffic) nor in the render supervisor (its death would stop deliveries, and its event loop drives renders).
+Detached and restarted forever like the registry and the supervisor (`actors.handle.singleton_actor_options`), it
+outlives the process that started it; a restarted one (the actor's process killed, the whole server restarted)
+finds the pending events in the registry's durable outbox and goes on: an attempt cut short is due again when its
+lease ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol
+
+import ray
+
+from actors.handle import singleton_actor_options
+from mcp_protocol.domain import PendingApproval
+from mcp_protocol.webhook_events import OutboxEvent
+from serve_app.config import Config
+from serve_app.handles import registry_client
+from serve_app.observability.process import observe_process
+from serve_app.webhooks.destinations import DestinationGuard
+from serve_app.webhooks.dispatcher import Dispatcher, DispatchSettings
+from serve_app.webhooks.registry_outbox import RegistryOutbox
+from serve_app.webhooks.secrets import WebhookSecrets
+
+DISPATCHER_NAME = "vidforge-webhook-dispatcher"
+
+
+class RoundLinks(Protocol):
+    """Mints the review link of one approval round (serve_app.ingress.review.links.ReviewLinks)."""
+
+    def round_url(self, task_id: str, input_seq: int, pending: PendingApproval) -> str | None: ...
+
+
+def dispatcher_for(config: Config, links: RoundLinks) -> Dispatcher:
+    """The dispatcher the settings describe, on the cluster's TaskRegistry's outbox."""
+    settings = DispatchSettings(
+        config.webhook_max_age_s, config.webhook_attempt_timeout_s, config.webhook_max_per_destination
+    )
+
+    def review_link(event: OutboxEvent) -> str | None:
+        review = event.review
+        return None if review is None else links.round_url(event.task_id, review.input_seq, review.pending)
+
+    return Dispatcher(
+        RegistryOutbox(registry_client(config)),
+        WebhookSecrets(config.webhook_secrets_file, config.review_key),
+        DestinationGuard(config.webhook_allow_hosts),
+        settings,
+        review_link=review_link,
+    )
+
+
+class WebhookDispatcher:
+    """The dispatcher's actor: delivers from its start (Ray runs an async actor's constructor on its event loop) for
+    its lifetime. `review_links` (the review page's minter, passed in: it lives in a higher room) is made here from
+    the settings, so its key travels inside the settings and nowhere else."""
+
+    def __init__(self, config_json: str, review_links: Callable[[Config], RoundLinks]) -> None:
+        config = Config.from_json(config_json)
+        observe_process(config)
+        self._delivering = asyncio.ensure_future(dispatcher_for(config, review_links(config)).run())
+
+    async def ready(self) -> bool:
+        """True while it delivers (its loop never ends but by cancellation)."""
+        return not self._delivering.done()
+
+
+def start_dispatcher(config: Config, review_links: Callable[[Config], RoundLinks]) -> None:
+    """Start the cluster's webhook dispatcher (per namespace) unless it runs; it starts delivering on its own."""
+    ray.remote(WebhookDispatcher).options(**singleton_actor_options(DISPATCHER_NAME, config.namespace)).remote(
+        config.to_json(), review_links
+    )

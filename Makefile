@@ -79,6 +79,8 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/render_matrix.py
 	$(BIN)/python benchmarks/rate_distortion.py
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3
+	$(BIN)/python benchmarks/batch_throughput.py --rounds 3 --approvals --seconds 10
+	$(BIN)/python benchmarks/batch_throughput.py --rounds 3 --approvals --seconds 20
 	$(BIN)/python benchmarks/control_plane.py
 	$(BIN)/python benchmarks/registry_scale.py
 	$(BIN)/python benchmarks/registry_scale.py --postgresql

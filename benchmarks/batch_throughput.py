@@ -9,6 +9,13 @@ CRF, the same watermark, AAC at the same rate), as many at a time as the machine
     .venv/bin/python benchmarks/batch_throughput.py            # 8 x 20 s renders, 2 principals
     .venv/bin/python benchmarks/batch_throughput.py --short    # 4 x 6 s: a quick check
     .venv/bin/python benchmarks/batch_throughput.py --rounds 3 # three pairs, alternating, and their median ratio
+    .venv/bin/python benchmarks/batch_throughput.py --rounds 3 --approvals --seconds 10  # as agents drive it
+
+`--approvals` drives the batch as an agent does (issue 38): submitted to a freshly started server (no warm-up
+render) that asks for a poll every second, every task polled with `tasks/get` at the `pollIntervalMs` its last
+answer asked for, and each watermark approved through form elicitation (`tasks/update` with the `inputRequests`
+key) at the first poll that sees `input_required`. Each render's queue wait (create -> first frame seen), approval
+wait (input_required seen -> answered) and run time (first frame -> completion seen) are printed.
 
 Prints, for both: renders per hour, their ratio (target: `target_ratio`), CPU utilisation (the CPU
 seconds of every process of that side over wall x cores), and each render's queue time (create -> first frame
@@ -35,9 +42,13 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serving import (  # noqa: E402 - first: it sets up Ray's authentication mode (see there)
+    DEADLINE_S,
+    FRAME,
+    TERMINAL,
     BenchServer,
     ProcessSampler,
     RenderTrace,
+    Wire,
     drive_render,
     print_cpu,
     render_args,
@@ -57,6 +68,7 @@ def target_ratio(seconds: float) -> float:
     return 0.85 if seconds <= 10 else 0.92
 
 
+APPROVALS_POLL_MS = 1000  # with --approvals: the pollIntervalMs the server asks for (the issue's batch was polled so)
 REST_S = 10.0  # how long the server is watched at rest, between the warm-up and the batch
 
 
@@ -70,7 +82,7 @@ class FfmpegJob:
 
 
 def run_vidforge(
-    server: BenchServer, sources: list[str], logos: dict[int, str], count: int, principals: int
+    server: BenchServer, sources: list[str], logos: dict[int, str], count: int, principals: int, approvals: bool
 ) -> tuple[list[RenderTrace], float, ProcessSampler, float]:
     """All renders created at once; returns their traces, the wall time, the server's process figures and the CPU
     seconds this process (the agents and the sampler) used meanwhile, on the cores the server renders on."""
@@ -82,9 +94,42 @@ def run_vidforge(
         sampler.mark()
         started, own_cpu = time.time(), own_cpu_s()
         with ThreadPoolExecutor(count) as pool:
-            done = list(pool.map(lambda job: drive_render(server, *job), zip(traces, jobs)))
+            drive = poll_render if approvals else drive_render
+            done = list(pool.map(lambda job: drive(server, *job), zip(traces, jobs)))
         wall = max(t.seen_done for t in done) - started
     return done, wall, sampler, own_cpu_s() - own_cpu
+
+
+def poll_render(server: BenchServer, trace: RenderTrace, args: dict) -> RenderTrace:
+    """Create the render as an agent with form elicitation does, then poll it at the `pollIntervalMs` each answer
+    asks for, answering its watermark's elicitation at the first poll that sees `input_required`."""
+    wire = Wire(server.url, server.token(trace.principal), tasks=True, elicitation=True)
+    try:
+        trace.sent = time.time()
+        created = wire.tool("vidforge_render_video", args)
+        trace.created = time.time()
+        trace.task_id, task = created["taskId"], created
+        deadline = time.monotonic() + DEADLINE_S
+        while task["status"] not in TERMINAL:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"render {trace.task_id} did not finish")
+            time.sleep(task["pollIntervalMs"] / 1000)  # as the task asks: this pacing is what is measured
+            task = wire.task("tasks/get", trace.task_id)["result"]
+            now = time.time()
+            frame = FRAME.search(task.get("statusMessage") or "")
+            if trace.first_frame is None and frame and int(frame[1]) > 0:
+                trace.first_frame = now
+            if task["status"] == "input_required" and trace.asked is None:
+                trace.asked = now
+                ((key, _),) = task["inputRequests"].items()
+                answer = {key: {"action": "accept", "content": {"approved": True}}}
+                wire.task("tasks/update", trace.task_id, inputResponses=answer)
+                trace.approved = time.time()
+        trace.seen_done = time.time()
+        trace.task = task
+        return trace
+    finally:
+        wire.close()
 
 
 def rest_rate(server: BenchServer, seconds: float = REST_S) -> float:
@@ -136,6 +181,11 @@ def main() -> None:
         help="batches of each side, alternating (on a shared machine one pair is noisy)",
     )
     parser.add_argument("--workdir", help="keep inputs and outputs here (the clip is reused when present)")
+    parser.add_argument(
+        "--approvals",
+        action="store_true",
+        help="a fresh server, tasks polled at pollIntervalMs, watermarks approved by form elicitation",
+    )
     args = parser.parse_args()
     if args.short:
         args.renders, args.seconds = 4, 6.0
@@ -170,16 +220,21 @@ def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str
     the throughput ratio vidforge/ffmpeg."""
     per_principal = math.ceil(args.renders / args.principals)
     env = {"VIDFORGE_MAX_CONCURRENT_RENDERS": str(max(4, per_principal))}
+    if args.approvals:  # agents are told to poll every second (3 s while a task awaits its approval)
+        env["VIDFORGE_POLL_INTERVAL_MS"] = str(APPROVALS_POLL_MS)
     with BenchServer(workdir, args.principals, env) as server:
         print(f"server start-up (excluded): {server.startup_s:.1f} s")
         sources = [server.upload(source, i % args.principals) for i in range(args.renders)]
         logos = {p: server.upload(logo, p) for p in range(args.principals)}
-        warm = RenderTrace(principal=0, watermark=True)
-        drive_render(server, warm, render_args(sources[0], logos[0]))
-        print(f"warm-up render (excluded): {warm.seen_done - warm.sent:.1f} s")
+        if not args.approvals:  # with approvals the batch meets the server as it started, as an agent's would
+            warm = RenderTrace(principal=0, watermark=True)
+            drive_render(server, warm, render_args(sources[0], logos[0]))
+            print(f"warm-up render (excluded): {warm.seen_done - warm.sent:.1f} s")
         rest = rest_rate(server)
 
-        traces, vf_wall, sampler, bench_cpu = run_vidforge(server, sources, logos, args.renders, args.principals)
+        traces, vf_wall, sampler, bench_cpu = run_vidforge(
+            server, sources, logos, args.renders, args.principals, args.approvals
+        )
         vf_cpu = sampler.cpu_s()
         timings = supervisor_timings(server, [t.task_id for t in traces])
         frames = {t.task_id: probe(server.artifact(t.task_id)).frame_count for t in traces if t.ok}
@@ -189,13 +244,14 @@ def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str
     load_after = os.getloadavg()[0]
 
     print(f"\nvidforge, {args.renders} renders submitted together:")
-    print("  #  principal  watermark  queue s  run s  total s   | scheduler wait s  segments  stages")
+    print("  #  principal  watermark  queue s  approval s  run s  total s   | scheduler wait s  segments  stages")
     for i, t in enumerate(traces):
         timing = timings.get(t.task_id)
         stages = timing.stages if timing else {}
         detail = ", ".join(f"{k} {v:.1f}" for k, v in stages.items() if k not in ("queue", "total"))
         print(
-            f"  {i:<2} {t.principal:^9}  {'yes' if t.watermark else 'no':^9}  {t.queue_s:7.1f} {t.run_s:6.1f} "
+            f"  {i:<2} {t.principal:^9}  {'yes' if t.watermark else 'no':^9}  {t.queue_s:7.1f} "
+            f"{(t.approved - t.asked) if t.asked and t.approved else 0.0:10.2f} {t.run_s:6.1f} "
             f"{t.seen_done - t.sent:8.1f}   | {stages.get('queue', float('nan')):16.1f} "
             f"{len(timing.segment_wall_s) if timing else 0:9d}  {detail}"
         )

@@ -23,7 +23,8 @@ The last one is the side-by-side check of what vidforge's metrics cost (docs/ope
 docs/performance.md): run it and the default one back to back; `tasks/get` req/s and the replica's CPU per request
 should agree within 5 %.
 
-Targets: vidforge tasks/get >= 0.5 x the bare endpoint's requests per second; create p50 <= 50 ms. The client
+Targets: vidforge tasks/get >= 0.5 x the bare endpoint's requests per second; create p50 <= 35 ms, p95 <= 80 ms
+(issue 38). The client
 shares the machine with the server: on a small machine it takes CPU from both sides alike. So it also prints
 where the time goes, steadier than req/s on a shared machine: the CPU milliseconds each request cost, per
 process kind (the server's processes, the bare endpoint's, and the load client's own).
@@ -57,7 +58,7 @@ import httpx  # noqa: E402
 from harness import Wire, free_port, meta, wait_until  # noqa: E402 - tests/ is on the path (serving)
 from media import make_clip  # noqa: E402
 
-GET_RATIO_TARGET, CREATE_P50_TARGET_MS = 0.5, 50.0
+GET_RATIO_TARGET, CREATE_P50_TARGET_MS, CREATE_P95_TARGET_MS = 0.5, 35.0, 80.0
 
 
 def bare_app(body: bytes):
@@ -293,7 +294,7 @@ def main() -> None:
     print(
         f"\ntools/call -> CreateTaskResult, {len(creates)} creates one at a time: p50 "
         f"{percentile(creates, 0.5) * 1000:.1f} ms, p95 {percentile(creates, 0.95) * 1000:.1f} ms "
-        f"(target p50 <= {CREATE_P50_TARGET_MS:g} ms)"
+        f"(targets p50 <= {CREATE_P50_TARGET_MS:g} ms, p95 <= {CREATE_P95_TARGET_MS:g} ms)"
     )
     print(
         f"registry actor get alone (Ray driver -> actor, one at a time): p50 {percentile(registry, 0.5) * 1000:.2f}"

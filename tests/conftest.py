@@ -99,6 +99,7 @@ MODULE_SECONDS = {
     "test_webhooks_live": 130,
     "test_webhook_metadata": 10,
     "test_registry_working_set": 20,
+    "test_warm_pool": 90,
     # on the shared servers
     "test_task_lifecycle": 160,
     "test_mcp_wire": 100,

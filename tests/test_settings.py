@@ -53,6 +53,7 @@ DOCUMENTED = {
     "VIDFORGE_GPU": ("gpu", "auto", "require"),
     "VIDFORGE_GPU_WAIT_S": ("gpu_wait_s", 120.0, 30.0),
     "VIDFORGE_SHIP_STORAGE_CREDENTIALS": ("ship_storage_credentials", False, True),
+    "VIDFORGE_WARM_POOL": ("warm_pool", True, False),
     "VIDFORGE_REPLICAS": ("replicas", 1, 2),
     "VIDFORGE_MAX_ONGOING_REQUESTS": ("max_ongoing_requests", 256, 16),
     "VIDFORGE_MAX_QUEUED_REQUESTS": ("max_queued_requests", 256, 16),

@@ -99,7 +99,7 @@ def build_app(
             *home_routes(config),
             *review_routes(config, service),
             *watch_routes(config, service),
-            Route("/readyz", Readiness(service.registry, service.assets.media), methods=["GET"]),
+            Route("/readyz", Readiness(service.registry, service.assets.media, service.supervisor), methods=["GET"]),
             authenticated,
         ],
         # The body deadline first (a request that misses it leaves its slot), the replica's request bound by caller,

@@ -14,6 +14,8 @@ on the in-process TaskRegistry and a local media store; the supervisor's part is
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import anyio
@@ -45,6 +47,8 @@ from serve_app.rendering.supervisor import supervisor_client
 from serve_app.webhooks.submission import NotifyTargets
 
 REGISTRY_RETRY_AFTER_S = 5  # a hint: a restarted registry answers within seconds
+
+logger = logging.getLogger(__name__)
 
 
 def registry_unavailable(timeout_s: float) -> VidforgeError:
@@ -118,7 +122,9 @@ class RegistryRenderService:
         try:
             rec = await self.registry.replay(principal, request) if request.idempotency_key is not None else None
             if rec is None:
-                await anyio.to_thread.run_sync(self._check_assets, principal, request)
+                # asyncio's thread pool, not anyio's: in a Serve replica anyio finds no root task, so each of its
+                # calls scans every task of the loop and starts (then ends) a thread of its own (issue 38).
+                await asyncio.to_thread(self._check_assets, principal, request)
                 request = await self.notify_targets.settled(principal, request)
                 rec = (await self.registry.create(principal, request)).task
         except IdempotencyConflict as exc:
@@ -284,12 +290,29 @@ class RayRenderService(RegistryRenderService):
     def __init__(self, config: Config) -> None:
         super().__init__(config, registry_client(config), AssetStore(config))
         self.supervisor: SupervisorApi = supervisor_client(config)
+        self._starting: set[asyncio.Future[None]] = set()  # supervisor starts sent and not yet answered
 
     async def create_render(self, principal: str, request: RenderRequest) -> TaskRecord:
+        """The task is durable when this returns; the supervisor's start is sent, not awaited: its round trip (the
+        supervisor reads the record from the registry) was a third of a create's time (issue 38). A start that
+        fails or never arrives is the registry sweep's to make good, as for a replica lost mid-create."""
         rec = await super().create_render(principal, request)
         if not rec.status.terminal:
-            await self.supervisor.start(rec.task_id)
+            starting = asyncio.ensure_future(self._start(rec.task_id))
+            self._starting.add(starting)  # a strong reference until it is done (the loop keeps only weak ones)
+            starting.add_done_callback(self._starting.discard)
         return rec
+
+    async def _start(self, task_id: str) -> None:
+        try:
+            await self.supervisor.start(task_id)
+        except Exception:  # the sweep starts it: logged, not raised (the create has been answered)
+            logger.warning(
+                "render %s: the supervisor's start failed; the registry's sweep will start it",
+                task_id,
+                exc_info=True,
+                extra={"event": "start_deferred", "task_id": task_id},
+            )
 
     async def cancel_render(self, principal: str, render_id: str) -> TaskRecord | None:
         rec = await super().cancel_render(principal, render_id)

@@ -1,10 +1,12 @@
-"""`GET /readyz`: whether this replica can serve — the TaskRegistry answers and the media store is reachable.
+"""`GET /readyz`: whether this replica can serve — the TaskRegistry answers, the media store is reachable and the
+render supervisor is ready, its warm pool of render workers included (serve_app/rendering/warm_pool.py).
 
 Unauthenticated, like the OAuth metadata: an orchestrator's probe holds no token (deploy/rayservice.yaml's
 readinessProbe). It says which part fails and nothing else: `{"status": "ready"}`, or 503 with
-`{"status": "unready", "failing": [...]}` naming `registry` and/or `media_store`. Each check is bounded by
-READY_TIMEOUT_S, so a hung dependency answers 503 rather than a probe timeout. `/healthz` is liveness: the process
-answers (behind authentication, so 401 without a token also says so), 503 once this node's raylet has died.
+`{"status": "unready", "failing": [...]}` naming `registry`, `media_store` and/or `render_pool`. Each check is
+bounded by READY_TIMEOUT_S, so a hung dependency answers 503 rather than a probe timeout. `/healthz` is liveness:
+the process answers (behind authentication, so 401 without a token also says so), 503 once this node's raylet has
+died.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from actors import RegistryApi
+from actors import RegistryApi, SupervisorApi
 from media_store import MediaStore
 
 READY_TIMEOUT_S = 5.0
@@ -25,17 +27,21 @@ logger = logging.getLogger(__name__)
 
 
 class Readiness:
-    """The `/readyz` endpoint (an ASGI app) over the replica's registry handle and media store."""
+    """The `/readyz` endpoint (an ASGI app) over the replica's registry handle, media store and, on a cluster,
+    render supervisor."""
 
-    def __init__(self, registry: RegistryApi, media: MediaStore) -> None:
+    def __init__(self, registry: RegistryApi, media: MediaStore, supervisor: SupervisorApi | None = None) -> None:
         self.registry = registry
         self.media = media
+        self.supervisor = supervisor
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await (await self.answer())(scope, receive, send)
 
     async def answer(self) -> JSONResponse:
         checks = {"registry": self._registry_answers(), "media_store": self._media_answers()}
+        if self.supervisor is not None:
+            checks["render_pool"] = self._pool_warm(self.supervisor)
         results = await asyncio.gather(*checks.values(), return_exceptions=True)
         failing = []
         for name, result in zip(checks, results, strict=True):
@@ -49,6 +55,10 @@ class Readiness:
     async def _registry_answers(self) -> None:
         async with asyncio.timeout(READY_TIMEOUT_S):
             await self.registry.get_any(PROBE_KEY)
+
+    async def _pool_warm(self, supervisor: SupervisorApi) -> None:
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await supervisor.ready()  # answers once the warm pool's first round has ended
 
     async def _media_answers(self) -> None:
         async with asyncio.timeout(READY_TIMEOUT_S):

@@ -607,7 +607,12 @@ class RenderRun:
         await asyncio.to_thread(job.media.put_bytes, path, parsed_preview or pictures[PREVIEW])
         if job.source_frame_path is not None:
             await asyncio.to_thread(job.media.put_bytes, job.source_frame_path, pictures[SOURCE_FRAME])
-        approved = await self._timed("approval", self.hooks.preview_ready(path))
+        scheduler = self._pool.scheduler
+        scheduler.awaiting_input(job.principal, self._key, True)
+        try:
+            approved = await self._timed("approval", self.hooks.preview_ready(path))
+        finally:
+            scheduler.awaiting_input(job.principal, self._key, False)
         if not approved:
             raise RenderRejected("the watermark preview was rejected")
 

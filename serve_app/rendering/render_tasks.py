@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import math
+import os
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,6 +36,7 @@ from render_kernels import (
     mux_segments,
     render_preview,
 )
+from render_kernels.warm_up import warm_up
 
 # How often a render's tasks report their frames, and its driver reads them: twice per poll interval its clients
 # are told (VIDFORGE_POLL_INTERVAL_MS; `progress_interval_s`), so that every poll sees a new figure, within these
@@ -252,3 +254,12 @@ def mux_stored_segments(
     finally:
         release_freed_memory()
     return replace(stats, path=out_path)
+
+
+def warm_worker(host: Any, round_id: str) -> int:
+    """Make this worker ready to render (render_kernels.warm_up), then hold it until every worker of the warming
+    round `round_id` has arrived (`host.warm_arrived`: serve_app.rendering.warm_pool), so that the round's tasks run
+    in as many distinct processes as it has tasks. Returns this process's id."""
+    warm_up()
+    ray.get(host.warm_arrived.remote(round_id))
+    return os.getpid()

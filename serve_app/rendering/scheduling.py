@@ -12,7 +12,8 @@ gives Ray only as many as the cluster has CPUs and picks the next one fairly:
 - a task holds its CPU until its first return settles (done, failed or cancelled); when it was its render's
   last task, the CPU stays the render's for up to FINAL_RESERVE_S, for the task that finishes the render (its
   mux, submitted with `final=True` and started ahead of every queue): the render completes without waiting
-  for a CPU behind other renders, and without a CPU-less task that would need a Ray worker started for it;
+  for a CPU behind other renders, and without a CPU-less task that would need a Ray worker started for it. Not
+  while the render awaits its watermark approval (`awaiting_input`): then the CPU goes back to the queue at once;
 - `plan_width`: a render is cut into as many segments as the cluster has CPUs, busy or not. The fair queue, not
   the plan, decides whose task a freed CPU takes, so a render cut wide takes no more than its turns; but the last
   renders of a batch then spread over the CPUs the others leave, where one cut for the CPUs free when it was
@@ -162,6 +163,7 @@ class SegmentScheduler:
         self._unfinished: dict[tuple[str, Hashable], int] = {}  # per render: tasks queued or running
         self._reserved: dict[tuple[str, Hashable], asyncio.TimerHandle] = {}
         self._withdrawn: set[tuple[str, Hashable]] = set()  # until their running tasks have ended
+        self._awaiting: set[tuple[str, Hashable]] = set()  # renders waiting on their caller (awaiting_input)
         self._queue_labels: set[str] = set()  # the principal labels vidforge_queued_segments has been set for
         if elastic is not None:
             self._tell_the_autoscaler(ResourceDemand())  # nothing queued yet: withdraw what a predecessor left
@@ -227,6 +229,19 @@ class SegmentScheduler:
         self._dispatch()
         return waiting.started
 
+    def awaiting_input(self, principal: str, render: Hashable, waiting: bool) -> None:
+        """Whether the render waits on its caller's answer (its watermark approval). Its final task cannot start
+        before the answer, so meanwhile the CPU its last task frees goes back to the queue at once rather than being
+        kept FINAL_RESERVE_S for that task (issue 38: a render awaiting approval holds no CPU it does not use)."""
+        key = (principal, render)
+        if not waiting:
+            self._awaiting.discard(key)
+            return
+        self._awaiting.add(key)
+        if (reservation := self._reserved.pop(key, None)) is not None:
+            reservation.cancel()
+            self._free()
+
     def withdraw(self, principal: str, render: Hashable) -> None:
         """Drop a render's queued tasks and any CPU reserved for it (its started tasks are the caller's to
         cancel; they free their CPUs as they end)."""
@@ -287,7 +302,8 @@ class SegmentScheduler:
             self._release(waiting)
             key = waiting.key
             withdrawn = key in self._withdrawn
-            if self._settle(key, 1) and not waiting.final and not withdrawn:  # its render's last task
+            last = self._settle(key, 1) and not waiting.final and not withdrawn  # its render's last task
+            if last and key not in self._awaiting:
                 loop = asyncio.get_running_loop()
                 self._reserved[key] = loop.call_later(FINAL_RESERVE_S, self._unreserve, key)
             else:

@@ -71,6 +71,7 @@ from serve_app.rendering.autoscaling import ElasticCluster
 from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRejected, RenderRun, RenderTimings
 from serve_app.rendering.render_tasks import progress_interval_s
 from serve_app.rendering.scheduling import SegmentScheduler
+from serve_app.rendering.warm_pool import WarmPool
 
 logger = logging.getLogger(__name__)
 
@@ -186,17 +187,31 @@ class RenderSupervisor:
         context = ray.get_runtime_context()
         host = context.current_actor if context.get_actor_id() is not None else None
         self.pool = RenderPool(SegmentScheduler(elastic=elastic_cluster(self.config)), host=host)
+        # Render workers started and loaded before the first render, and kept so (serve_app.rendering.warm_pool):
+        # only in an actor (the rounds' tasks report to it), and unless VIDFORGE_WARM_POOL is off.
+        every_node = self.config.autoscaling_config is None  # on an autoscaling cluster, its own node only
+        self.warm_pool = WarmPool(host, every_node) if host is not None and self.config.warm_pool else None
         self.timings: OrderedDict[str, RenderTimings] = OrderedDict()  # the last KEPT_TIMINGS completed renders
         # Resume on this instance's own start: a restarted actor may get no call for a long time (a task's
         # progress is read from the registry, never from here). Ray runs an async actor's constructor on its
         # event loop; in-process, construct it inside one.
         self._resumed = asyncio.ensure_future(self._resume())
         self._heartbeat = asyncio.ensure_future(self._renew_leases())
+        if self.warm_pool is not None:
+            self._warming = asyncio.ensure_future(self.warm_pool.keep_warm(lambda: bool(self.running)))
 
     async def ready(self) -> bool:
-        """Returns once the renders in flight at this instance's start are (re)started."""
+        """Returns once the renders in flight at this instance's start are (re)started and the warm pool's first
+        round has ended: `vidforge serve` serves, and `/readyz` answers ready, only then."""
         await self._resumed
+        if self.warm_pool is not None:
+            await self.warm_pool.warm.wait()
         return True
+
+    async def warm_arrived(self, round_id: str) -> None:
+        """A warming round's task has made its worker ready: returns once the whole round has (WarmPool.arrived)."""
+        assert self.warm_pool is not None, "only a warm pool's tasks call this"
+        await self.warm_pool.arrived(round_id)
 
     async def _resume(self) -> None:
         for rec in await self.registry.nonterminal():

@@ -1,0 +1,141 @@
+"""Issue 38 item 1: no cold renders. The render worker processes are started, with the kernels loaded, before the
+server serves (`/readyz` waits for them), a render runs in them and starts no process of its own, and so does a
+render after Ray's idle threshold has passed (made short here). The pool's parts are checked fast below."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from render_kernels.warm_up import WARM_UP_FRAMES, warm_up
+from serve_app.ingress import readiness
+from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, IDLE_THRESHOLD_ENV, idle_threshold_s, warm_counts
+from tests.harness import RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload, wait_until
+from tests.media import make_clip
+
+TOKEN = "tok-warm"
+IDLE_THRESHOLD_MS = 3000  # Ray ends a worker idle this long (vidforge's default: five minutes)
+KERNELS_LIBRARY = "libavcodec"  # mapped into a process once it has imported PyAV
+
+
+def test_the_warm_up_runs_every_codec_a_render_uses():
+    assert warm_up() == WARM_UP_FRAMES
+
+
+def test_a_node_keeps_one_worker_per_cpu_and_the_supervisors_node_two_more():
+    nodes = [
+        {"NodeID": "head", "Alive": True, "Resources": {"CPU": 2.0}},
+        {"NodeID": "worker", "Alive": True, "Resources": {"CPU": 8.0, "GPU": 1.0}},
+        {"NodeID": "gone", "Alive": False, "Resources": {"CPU": 4.0}},
+        {"NodeID": "no-cpu", "Alive": True, "Resources": {}},
+    ]
+    assert warm_counts(nodes, own_node="head") == {"head": 2 + CPU_LESS_WORKERS, "worker": 8}
+    assert warm_counts(nodes, own_node="no-cpu") == {"head": 2, "worker": 8, "no-cpu": CPU_LESS_WORKERS}
+    # On an autoscaling cluster the supervisor's node only: a round must not keep a node the autoscaler may remove.
+    assert warm_counts(nodes, own_node="head", every_node=False) == {"head": 2 + CPU_LESS_WORKERS}
+
+
+def test_the_idle_threshold_is_rays_on_the_node():
+    assert idle_threshold_s({}) == 1.0  # Ray's own default
+    assert idle_threshold_s({IDLE_THRESHOLD_ENV: "300000"}) == 300.0
+
+
+class WarmingSupervisor:
+    """The part of the RenderSupervisor `/readyz` asks: `ready()` returns once the warm pool's first round ended."""
+
+    def __init__(self) -> None:
+        self.warm = asyncio.Event()
+
+    async def ready(self) -> bool:
+        await self.warm.wait()
+        return True
+
+
+class AnsweringRegistry:
+    async def get_any(self, task_id: str) -> None:
+        return None
+
+
+class ReachableStore:
+    def size(self, key: str) -> None:
+        return None
+
+
+@pytest.mark.anyio
+async def test_readyz_names_the_render_pool_until_it_is_warm(monkeypatch):
+    monkeypatch.setattr(readiness, "READY_TIMEOUT_S", 0.2)
+    supervisor = WarmingSupervisor()
+    endpoint = readiness.Readiness(AnsweringRegistry(), ReachableStore(), supervisor)
+    cold = await endpoint.answer()
+    assert cold.status_code == 503
+    assert json.loads(cold.body) == {"status": "unready", "failing": ["render_pool"]}
+    supervisor.warm.set()
+    ready = await endpoint.answer()
+    assert ready.status_code == 200 and json.loads(ready.body) == {"status": "ready"}
+
+
+def loaded_workers(server: ServerProcess) -> set[int]:
+    """The server's pooled Ray worker processes with the kernels loaded, idle (or in a keep-warm round)."""
+    loaded = set()
+    for pid, title in server.processes():
+        try:
+            if (
+                title.startswith(("ray::IDLE", "ray::warm_worker"))
+                and KERNELS_LIBRARY in Path(f"/proc/{pid}/maps").read_text()
+            ):
+                loaded.add(pid)
+        except OSError:
+            continue  # gone meanwhile
+    return loaded
+
+
+def workers_of_a_render(server: ServerProcess, wire: Wire, source: str) -> tuple[set[int], set[int]]:
+    """Render `source` and return (the Ray worker processes that ran its segments, every Ray worker process seen
+    while it ran), watching the server's processes as it goes."""
+    task_id = wire.tool(
+        "vidforge_render_video", {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"}
+    )["taskId"]
+    segments: set[int] = set()
+    seen: set[int] = set()
+    deadline = time.monotonic() + RENDER_DEADLINE_S
+    while (task := wire.task("tasks/get", task_id)["result"])["status"] not in TERMINAL:
+        assert time.monotonic() < deadline, "the render did not end"
+        for pid, title in server.processes():
+            if title.startswith("ray::"):
+                seen.add(pid)
+                if title.startswith("ray::encode_segment_parts"):
+                    segments.add(pid)
+    assert task["status"] == "completed", task
+    return segments, seen
+
+
+@pytest.mark.ray
+def test_renders_run_in_workers_warmed_before_them_even_after_the_idle_threshold(tmp_path):
+    env = {IDLE_THRESHOLD_ENV: str(IDLE_THRESHOLD_MS)}
+    with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "warm"}) as server:
+        # The server serves once the pool is warm: one worker per CPU and the CPU-less ones, kernels loaded.
+        ready = httpx.get(f"{server.base}/readyz", timeout=30)
+        assert ready.json() == {"status": "ready"}, ready.text
+        assert len(loaded_workers(server)) >= (os.cpu_count() or 1) + CPU_LESS_WORKERS, server.processes()
+        clip = make_clip(str(tmp_path / "clip.mp4"), seconds=10.0, width=640, height=360, audio=True)
+        source = upload(server, clip, TOKEN)
+        wire = Wire(server.url, token=TOKEN, tasks=True)
+
+        before, running = loaded_workers(server), {pid for pid, _ in server.processes()}
+        segments, seen = workers_of_a_render(server, wire, source)
+        assert segments and segments <= before, (segments, before)
+        assert seen <= running, f"the first render started {seen - running}"
+
+        # Idle for three of Ray's thresholds: a worker nobody used would have been ended twice over.
+        idle_until = time.monotonic() + 3 * IDLE_THRESHOLD_MS / 1000
+        wait_until(lambda: time.monotonic() > idle_until, timeout=60, message="the idle spell")
+        before, running = loaded_workers(server), {pid for pid, _ in server.processes()}
+        segments, seen = workers_of_a_render(server, wire, source)
+        assert segments and segments <= before, (segments, before)
+        assert seen <= running, f"the render after idling started {seen - running}"

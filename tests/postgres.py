@@ -15,8 +15,10 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from glob import glob
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -119,3 +121,28 @@ def postgres_url() -> str:
 def state_url(postgres_url: str) -> Iterator[str]:
     """A fresh, empty database for one test."""
     yield postgres_server().new_database()
+
+
+_HOLD = """
+import importlib, sys, time
+module, name = sys.argv[1].rsplit(".", 1)
+store = getattr(importlib.import_module(module), name)(sys.argv[2])
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+@contextmanager
+def store_held_open(store_class: str, where: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process that has opened the task store ``store_class`` (its dotted name) on ``where`` and holds it
+    open — a server's registry, as far as the store can tell — until the block ends or the test kills it."""
+    repo = Path(__file__).resolve().parent.parent
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, store_class, where], cwd=repo, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()

@@ -8,8 +8,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 from urllib.parse import urlsplit
 
@@ -21,7 +19,7 @@ from actors.store import SCHEMA_VERSION, task_row
 from mcp_protocol.domain import Artifact, Cancelled, Phase, RenderRequest, Succeeded, TaskRecord, TaskStatus
 from mcp_protocol.webhook_events import Attempt, Backlog, DeliveryState, EventType, OutboxEvent, event_id
 from tests import postgres
-from tests.harness import REPO, wait_until
+from tests.harness import wait_until
 
 postgres_url, state_url = postgres.postgres_url, postgres.state_url  # the real server's fixtures
 
@@ -214,20 +212,9 @@ def test_a_second_store_waits_saying_so_once_and_takes_over_when_the_first_close
         second.close()
 
 
-HOLDER = """
-import sys, time
-from actors.postgres_store import PostgresTaskStore
-store = PostgresTaskStore(sys.argv[1])
-print("owned", flush=True)
-time.sleep(600)
-"""
-
-
 def test_the_waiting_store_takes_over_when_the_owners_process_is_killed(state_url, caplog):
     caplog.set_level(logging.WARNING, logger="actors.postgres_store")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, state_url], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "owned\n"
+    with postgres.store_held_open("actors.postgres_store.PostgresTaskStore", state_url) as holder:
         thread, opened = open_in_thread(state_url)
         wait_until(lambda: waiting_lines(caplog), timeout=60, message="the waiting store's log line")
         assert not opened
@@ -237,9 +224,6 @@ def test_the_waiting_store_takes_over_when_the_owners_process_is_killed(state_ur
         second.save_task(record("t_after"))
         second.close()
         assert len(waiting_lines(caplog)) == 1
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_store_whose_session_is_gone_cannot_write_and_does_not_reconnect(state_url, postgres_url):

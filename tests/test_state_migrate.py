@@ -85,26 +85,10 @@ def test_a_database_that_holds_tasks_is_refused_unless_forced(sqlite_registry, s
         target.close()
 
 
-HOLD_SQLITE = """
-import sys, time
-from actors.sqlite_store import SqliteTaskStore
-store = SqliteTaskStore(sys.argv[1])
-print("open", flush=True)
-time.sleep(600)
-"""
-
-
 def test_it_does_not_run_while_a_server_has_either_store_open(sqlite_registry, state_url):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_SQLITE, str(sqlite_registry)], cwd=REPO, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+    with postgres.store_held_open("actors.sqlite_store.SqliteTaskStore", str(sqlite_registry)):
         refused = vidforge("state", "migrate", "--to", state_url, "--data-dir", str(sqlite_registry))
         assert refused.returncode == 2 and "is open in another process: stop vidforge serve first" in refused.stderr
-    finally:
-        holder.kill()
-        holder.wait()
     owner = PostgresTaskStore(state_url)  # a head running on the database
     try:
         refused = vidforge("state", "migrate", "--to", state_url, "--data-dir", str(sqlite_registry))

@@ -36,11 +36,13 @@ from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 from serve_app.ingress.watch.links import RESULT_ROUND, watch_signer
 from serve_app.ingress.watch.view import size_text
 from serve_app.launch.review_key import KEY_FILE
+from tests import test_review_page
 from tests.harness import REPO, TERMINAL, ServerProcess, Wire, poll_task, upload, validate, wait_until
 from tests.media import make_clip
-from tests.test_review_page import CHROMIUM_ARGS, installed_chromium
 
 pytestmark = pytest.mark.ray
+
+browser = test_review_page.browser  # the module's Chromium, launched as for the review page
 
 TOKENS = {"tok-watch-5b8e2d": "viewer", "tok-other-9c1f4a": "other"}
 VIEWER, OTHER = TOKENS
@@ -96,19 +98,6 @@ def renders(server, tmp_path_factory):
     mine = rendered(server, VIEWER, make_clip(str(root / "clip.mp4"), seconds=4.0, width=640, height=360, audio=True))
     theirs = rendered(server, OTHER, make_clip(str(root / "short.mp4"), seconds=1.0, audio=False))
     return {"mine": mine, "theirs": theirs}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = installed_chromium()
-    if executable is None:
-        pytest.skip("no Chromium: /usr/bin/chromium is missing and `apt-get install chromium` was not possible")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def watch_link(result: dict) -> str:

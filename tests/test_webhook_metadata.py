@@ -22,19 +22,11 @@ from serve_app.webhooks.secrets import WebhookSecrets
 from tests.fast_wire import Media, fast_wire
 from tests.harness import wait_until
 from tests.https_origin import CertificateAuthority
+from tests.test_watch_page import COMPLETED_FIELDS
 from tests.test_webhooks import Receiver, StoreOutbox
 
 RENDER, STATUS = "vidforge_render_video", "vidforge_get_render_status"
 METADATA = {"order_id": "o-1842", "user.id": "u_77", "note": "ünïcödé ✓"}
-CONTRACT_FIELDS = {
-    "status",
-    "video_uri",
-    "duration_seconds",
-    "size_bytes",
-    "resolution",
-    "watermark_applied",
-    "expires_at",
-}
 
 
 def render_args(media: Media, watermark: bool = False, **extra) -> dict:
@@ -75,7 +67,7 @@ def test_metadata_comes_back_under_meta_and_from_the_status_tool(tmp_path):
         assert done["_meta"][META_KEY] == METADATA and done["result"]["_meta"][META_KEY] == METADATA
         # The render result's structuredContent is the contract's, with metadata or without it.
         before = wire.task("tasks/get", plain)["result"]
-        assert set(done["result"]["structuredContent"]) == CONTRACT_FIELDS
+        assert list(done["result"]["structuredContent"]) == [*COMPLETED_FIELDS]
         assert json.dumps(done["result"]["structuredContent"]).replace(task_id, plain) == json.dumps(
             before["result"]["structuredContent"]
         )

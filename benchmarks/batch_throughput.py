@@ -134,11 +134,13 @@ def poll_render(server: BenchServer, trace: RenderTrace, args: dict) -> RenderTr
 
 def rest_rate(server: BenchServer, seconds: float = REST_S) -> float:
     """The CPU seconds per second the server's standing processes use while it serves nothing (after a pause for
-    the warm-up's leftovers). Idle pooled workers are left out: in the batch they are the segment workers."""
+    the warm-up's leftovers). The warm pool's workers and idle pooled ones are left out: in the batch they are the
+    segment workers."""
     time.sleep(2.0)
     with ProcessSampler(os.getsid(server.pid), interval_s=0.5) as sampler:
         time.sleep(seconds)
-    return (sampler.cpu_s() - sampler.cpu_by_kind.get("idle Ray worker", 0.0)) / seconds
+    pool = sum(sampler.cpu_by_kind.get(kind, 0.0) for kind in ("idle Ray worker", "warm pool (held)"))
+    return (sampler.cpu_s() - pool) / seconds
 
 
 def own_cpu_s() -> float:

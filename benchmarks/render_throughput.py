@@ -67,6 +67,7 @@ RESOLUTION = "720p"
 # which a worker nobody keeps is gone. Target for the warm pool's cost at rest, per node (issue 38).
 IDLE_MINUTES, SHORT_IDLE_MINUTES = 10.0, 6.0
 IDLE_COST_TARGET = 0.02  # CPU-s per second
+POOL_KIND = "warm pool (held)"  # benchmarks/serving.py's name for the held render workers' processes
 WATERMARK = {"position": "bottom_right", "opacity": 0.6}
 
 
@@ -413,16 +414,18 @@ def idle_spell(server: BenchServer, seconds: float) -> ProcessSampler:
 
 
 def report_rest(rest: ProcessSampler, seconds: float, nodes: int) -> None:
-    """The cost of the server at rest over an idle spell: the whole cluster's, and the warm pool's share (its idle
-    render workers: CPU per second and resident memory)."""
-    pool_cpu = rest.cpu_by_kind.get("idle Ray worker", 0.0)
-    pool_rss = rest.peak_rss.get("idle Ray worker", 0)
+    """The cost of the server at rest over an idle spell: the whole cluster's, and the warm pool's share (its held
+    render workers: CPU per second and resident memory); idle workers a render left beyond the pool apart."""
+    pool_cpu = rest.cpu_by_kind.get(POOL_KIND, 0.0)
+    pool_rss = rest.peak_rss.get(POOL_KIND, 0)
     print(f"\nat rest over the {seconds:g} s idle spell ({nodes} node(s)):")
     print(f"  the whole server: {rest.cpu_s() / seconds:.4f} CPU-s per second")
     print(
-        f"  the warm pool's idle render workers: {pool_cpu / seconds / nodes:.4f} CPU-s per second per node "
+        f"  the warm pool's held render workers: {pool_cpu / seconds / nodes:.4f} CPU-s per second per node "
         f"(target <= {IDLE_COST_TARGET}), largest {pool_rss / 2**20:.0f} MiB resident"
     )
+    leftovers = rest.cpu_by_kind.get("idle Ray worker", 0.0)
+    print(f"  idle workers beyond the pool (Ray ends them after its idle threshold): {leftovers / seconds:.4f} CPU-s/s")
     print_cpu("  by process kind (CPU-s over the spell):", rest.cpu_by_kind)
 
 

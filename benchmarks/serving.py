@@ -216,6 +216,7 @@ KINDS = (
     ("encode_audio_parts", "audio worker"),
     ("render_pictures", "preview"),
     ("MediaParser", "media parser"),
+    ("warm_worker", "warm pool (held)"),
     ("TaskRegistry", "registry"),
     ("FrameTally", "progress tally"),
     ("ServeController", "Serve controller"),

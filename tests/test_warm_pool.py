@@ -1,12 +1,14 @@
 """Issue 38 item 1: no cold renders. The render worker processes are started, with the kernels loaded, before the
-server serves (`/readyz` waits for them), a render runs in them and starts no process of its own, and so does a
-render after Ray's idle threshold has passed (made short here). The pool's parts are checked fast below."""
+server serves (`/readyz` waits for them) and held in a task while no render runs (cheaper at rest than idle, and
+never ended by Ray), a render runs in them and starts no process of its own, and so does a render after Ray's idle
+threshold has passed (made short here). The pool's parts are checked fast below."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -15,11 +17,12 @@ import pytest
 
 from render_kernels.warm_up import WARM_UP_FRAMES, warm_up
 from serve_app.ingress import readiness
-from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, IDLE_THRESHOLD_ENV, idle_threshold_s, warm_counts
+from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, warm_counts
 from tests.harness import RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload, wait_until
 from tests.media import make_clip
 
 TOKEN = "tok-warm"
+IDLE_THRESHOLD_ENV = "RAY_idle_worker_killing_time_threshold_ms"
 IDLE_THRESHOLD_MS = 3000  # Ray ends a worker idle this long (vidforge's default: five minutes)
 KERNELS_LIBRARY = "libavcodec"  # mapped into a process once it has imported PyAV
 
@@ -39,11 +42,6 @@ def test_a_node_keeps_one_worker_per_cpu_and_the_supervisors_node_two_more():
     assert warm_counts(nodes, own_node="no-cpu") == {"head": 2, "worker": 8, "no-cpu": CPU_LESS_WORKERS}
     # On an autoscaling cluster the supervisor's node only: a round must not keep a node the autoscaler may remove.
     assert warm_counts(nodes, own_node="head", every_node=False) == {"head": 2 + CPU_LESS_WORKERS}
-
-
-def test_the_idle_threshold_is_rays_on_the_node():
-    assert idle_threshold_s({}) == 1.0  # Ray's own default
-    assert idle_threshold_s({IDLE_THRESHOLD_ENV: "300000"}) == 300.0
 
 
 class WarmingSupervisor:
@@ -80,19 +78,30 @@ async def test_readyz_names_the_render_pool_until_it_is_warm(monkeypatch):
     assert ready.status_code == 200 and json.loads(ready.body) == {"status": "ready"}
 
 
-def loaded_workers(server: ServerProcess) -> set[int]:
-    """The server's pooled Ray worker processes with the kernels loaded, idle (or in a keep-warm round)."""
+def loaded_workers(server: ServerProcess, titles: tuple[str, ...] = ("ray::IDLE", "ray::warm_worker")) -> set[int]:
+    """The server's pooled Ray worker processes with the kernels loaded, idle or held (`titles`: which)."""
     loaded = set()
     for pid, title in server.processes():
         try:
-            if (
-                title.startswith(("ray::IDLE", "ray::warm_worker"))
-                and KERNELS_LIBRARY in Path(f"/proc/{pid}/maps").read_text()
-            ):
+            if title.startswith(titles) and KERNELS_LIBRARY in Path(f"/proc/{pid}/maps").read_text():
                 loaded.add(pid)
         except OSError:
             continue  # gone meanwhile
     return loaded
+
+
+def held_workers(server: ServerProcess) -> set[int]:
+    """The pool's workers held in their tasks (at rest)."""
+    return loaded_workers(server, titles=("ray::warm_worker",))
+
+
+def held_throughout(server: ServerProcess, pool_size: int, seconds: float) -> None:
+    """Every look at the server's processes for `seconds` finds the pool held (not one look idle)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        held = held_workers(server)
+        workers = sorted(title.strip() for _, title in server.processes() if title.startswith("ray::"))
+        assert len(held) >= pool_size, f"the pool was let go at rest: {workers}"
 
 
 def workers_of_a_render(server: ServerProcess, wire: Wire, source: str) -> tuple[set[int], set[int]]:
@@ -122,7 +131,11 @@ def test_renders_run_in_workers_warmed_before_them_even_after_the_idle_threshold
         # The server serves once the pool is warm: one worker per CPU and the CPU-less ones, kernels loaded.
         ready = httpx.get(f"{server.base}/readyz", timeout=30)
         assert ready.json() == {"status": "ready"}, ready.text
-        assert len(loaded_workers(server)) >= (os.cpu_count() or 1) + CPU_LESS_WORKERS, server.processes()
+        pool_size = (os.cpu_count() or 1) + CPU_LESS_WORKERS
+        assert len(loaded_workers(server)) >= pool_size, server.processes()
+        # At rest the pool is held in its tasks, not idle in Ray's pool (where Ray ends it, and it costs more).
+        wait_until(lambda: len(held_workers(server)) >= pool_size, timeout=60, message="the pool held")
+        held_throughout(server, pool_size, IDLE_THRESHOLD_MS / 1000)
         clip = make_clip(str(tmp_path / "clip.mp4"), seconds=10.0, width=640, height=360, audio=True)
         source = upload(server, clip, TOKEN)
         wire = Wire(server.url, token=TOKEN, tasks=True)
@@ -131,6 +144,7 @@ def test_renders_run_in_workers_warmed_before_them_even_after_the_idle_threshold
         segments, seen = workers_of_a_render(server, wire, source)
         assert segments and segments <= before, (segments, before)
         assert seen <= running, f"the first render started {seen - running}"
+        wait_until(lambda: len(held_workers(server)) >= pool_size, timeout=60, message="the pool held again")
 
         # Idle for three of Ray's thresholds: a worker nobody used would have been ended twice over.
         idle_until = time.monotonic() + 3 * IDLE_THRESHOLD_MS / 1000
@@ -139,3 +153,13 @@ def test_renders_run_in_workers_warmed_before_them_even_after_the_idle_threshold
         segments, seen = workers_of_a_render(server, wire, source)
         assert segments and segments <= before, (segments, before)
         assert seen <= running, f"the render after idling started {seen - running}"
+
+        # A held worker that dies is replaced at rest, not in the next render's path.
+        wait_until(lambda: len(held_workers(server)) >= pool_size, timeout=60, message="the pool held again")
+        lost = min(held_workers(server))
+        os.kill(lost, signal.SIGKILL)
+        wait_until(
+            lambda: len(replaced := held_workers(server)) >= pool_size and lost not in replaced,
+            timeout=120,
+            message="a lost worker replaced",
+        )

@@ -58,7 +58,7 @@ class Readiness:
 
     async def _pool_warm(self, supervisor: SupervisorApi) -> None:
         async with asyncio.timeout(READY_TIMEOUT_S):
-            await supervisor.ready()  # answers once the warm pool's first round has ended
+            await supervisor.ready()  # answers once the warm pool's first round's workers are ready
 
     async def _media_answers(self) -> None:
         async with asyncio.timeout(READY_TIMEOUT_S):

@@ -31,7 +31,7 @@ and a batch of renders through it cost more CPU than the same jobs as ffmpeg pro
   segments encode on. A 10 s 1080p render on a warm 2-core server took 1.39 x the ffmpeg CLI's time with Ray's
   default and 1.01 x with five minutes (`benchmarks/render_throughput.py --mcp --seconds 10`); an idle server gives
   the extra workers back five minutes after its last render. The workers a render needs are kept past it by the
-  warm pool (serve_app.rendering.warm_pool), which uses them again every half threshold while the server idles.
+  warm pool (serve_app.rendering.warm_pool), which holds them in a task while the server idles.
 
 The first two took an idle server from 3.2 to 2.2 CPU-s per 30 s; the log monitor's and Serve's metrics settings,
 measured the same hour on a slower day, from 2.8 to 2.3; the reporter's, another 0.1. What is left is mostly a

@@ -257,9 +257,10 @@ def mux_stored_segments(
 
 
 def warm_worker(host: Any, round_id: str) -> int:
-    """Make this worker ready to render (render_kernels.warm_up), then hold it until every worker of the warming
-    round `round_id` has arrived (`host.warm_arrived`: serve_app.rendering.warm_pool), so that the round's tasks run
-    in as many distinct processes as it has tasks. Returns this process's id."""
+    """Make this worker ready to render (render_kernels.warm_up), then hold it in `host.warm_arrived` until every
+    worker of the holding round `round_id` has arrived, so that the round's tasks run in as many distinct processes
+    as it has tasks, and until a render wants the workers (serve_app.rendering.warm_pool). Returns this process's
+    id."""
     warm_up()
     ray.get(host.warm_arrived.remote(round_id))
     return os.getpid()

@@ -187,8 +187,9 @@ class RenderSupervisor:
         context = ray.get_runtime_context()
         host = context.current_actor if context.get_actor_id() is not None else None
         self.pool = RenderPool(SegmentScheduler(elastic=elastic_cluster(self.config)), host=host)
-        # Render workers started and loaded before the first render, and kept so (serve_app.rendering.warm_pool):
-        # only in an actor (the rounds' tasks report to it), and unless VIDFORGE_WARM_POOL is off.
+        # Render workers started and loaded before the first render, and held so while none runs
+        # (serve_app.rendering.warm_pool): only in an actor (the rounds' tasks wait in it), unless VIDFORGE_WARM_POOL
+        # is off.
         every_node = self.config.autoscaling_config is None  # on an autoscaling cluster, its own node only
         self.warm_pool = WarmPool(host, every_node) if host is not None and self.config.warm_pool else None
         self.timings: OrderedDict[str, RenderTimings] = OrderedDict()  # the last KEPT_TIMINGS completed renders
@@ -202,14 +203,15 @@ class RenderSupervisor:
 
     async def ready(self) -> bool:
         """Returns once the renders in flight at this instance's start are (re)started and the warm pool's first
-        round has ended: `vidforge serve` serves, and `/readyz` answers ready, only then."""
+        round's workers are ready: `vidforge serve` serves, and `/readyz` answers ready, only then."""
         await self._resumed
         if self.warm_pool is not None:
             await self.warm_pool.warm.wait()
         return True
 
     async def warm_arrived(self, round_id: str) -> None:
-        """A warming round's task has made its worker ready: returns once the whole round has (WarmPool.arrived)."""
+        """A holding round's task has made its worker ready: returns once the whole round has and a render wants the
+        workers (WarmPool.arrived)."""
         assert self.warm_pool is not None, "only a warm pool's tasks call this"
         await self.warm_pool.arrived(round_id)
 
@@ -278,6 +280,8 @@ class RenderSupervisor:
             await self.registry.finish(task_id, interrupted)
             return
         try:
+            if self.warm_pool is not None:  # the held workers back in Ray's pool, for this render's tasks
+                await self.warm_pool.release()
             started = await self.registry.bump_attempt(task_id)
             if started is None or started.cancel_requested:  # the first checkpoint: ended or cancelled before any work
                 raise asyncio.CancelledError

@@ -14,12 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
-from mcp_protocol.domain import Phase, TaskRecord
+from mcp_protocol.domain import Phase, TaskRecord, TaskStatus
 
 # The working phases a render reports; awaiting approval is a status of its own (input_required), with the
 # contract's fixed message, and the registry adds "queued" before and "done" after.
 PROBING, RENDERING, MUXING = Phase.PROBING, Phase.RENDERING, Phase.MUXING
 LIVE_PHASES = (PROBING, RENDERING, MUXING)
+# A render about to end asks for its next poll when it expects to have ended, not a whole interval later
+# (pollIntervalMs MAY change between polls): the encoding left at the measured speed plus MUX_ALLOWANCE_MS for the
+# mux and store after the last frame (0.3-0.5 s for a 30 s 720p render), never below END_POLL_MIN_MS (a speed
+# measured too high would otherwise have every client poll in a tight loop) nor above the task's own interval.
+END_POLL_MIN_MS = 500
+MUX_ALLOWANCE_MS = 500
 # How a placement note starts: where a render runs (the GPU choice, the nodes its segments finished on), reported by
 # the driver on an autoscaling cluster or where a GPU was considered, and kept as the record's status message.
 PLACEMENT_PREFIX = "Placement: "
@@ -116,6 +122,22 @@ class RenderProgress:
         if written >= total:
             return "storing the output file"
         return f"muxing the output file, frame {written}/{total} written" if written else "muxing the output file"
+
+
+def poll_interval_ms(rec: TaskRecord, now_ms: int) -> int:
+    """The pollIntervalMs a task asks for at `now_ms`: its own, or less while it renders and expects to end sooner
+    (see END_POLL_MIN_MS): the encoding time left as of its last report, less the time since, plus the mux."""
+    interval = rec.poll_interval_ms
+    if rec.status is not TaskStatus.WORKING or rec.phase not in (RENDERING, MUXING) or not rec.frames_total:
+        return interval
+    progress = RenderProgress.of(rec)
+    if rec.phase == MUXING or rec.frames_done >= rec.frames_total:
+        left_ms = float(MUX_ALLOWANCE_MS)
+    elif (eta_s := progress.eta_s) is not None:
+        left_ms = eta_s * 1000 - max(0, now_ms - rec.last_updated_at_ms) + MUX_ALLOWANCE_MS
+    else:  # no speed measured yet
+        return interval
+    return min(interval, max(END_POLL_MIN_MS, math.ceil(left_ms)))
 
 
 def eta_text(seconds: float) -> str:

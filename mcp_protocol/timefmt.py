@@ -3,10 +3,16 @@ examples use `Z`), and configured durations as people say them ("30 minutes", "7
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 # Largest first: a duration is said in the largest unit it is a whole number (at least 2) of.
 _UNITS = (("day", "d", 86_400), ("hour", "h", 3_600))
+
+
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds, as records keep times."""
+    return int(time.time() * 1000)
 
 
 def iso_ms(epoch_ms: float) -> str:

@@ -18,9 +18,9 @@ from mcp_protocol.catalog import APPROVE_TOOL, STATUS_TOOL, preview_uri
 from mcp_protocol.domain import Phase, Succeeded, TaskRecord, TaskStatus
 from mcp_protocol.elicitation import ElicitationMode, approval_mode, approval_request
 from mcp_protocol.json_types import JSONObject
-from mcp_protocol.progress import LIVE_PHASES, RenderProgress
+from mcp_protocol.progress import LIVE_PHASES, RenderProgress, poll_interval_ms
 from mcp_protocol.results import end_error, end_result
-from mcp_protocol.timefmt import duration_text, iso_ms
+from mcp_protocol.timefmt import duration_text, iso_ms, now_ms
 
 
 class FallbackState(StrEnum):
@@ -90,7 +90,7 @@ def _task_fields(rec: TaskRecord, caller: Caller, review_url: str | None = None)
         "createdAt": iso_ms(rec.created_at_ms),
         "lastUpdatedAt": iso_ms(rec.last_updated_at_ms),
         "ttlMs": rec.ttl_ms,
-        "pollIntervalMs": rec.poll_interval_ms,
+        "pollIntervalMs": poll_interval_ms(rec, now_ms()),
     }
 
 
@@ -171,7 +171,7 @@ def render_status(
         "render_id": render_id,
         "state": state.value,
         "terminal": terminal,
-        "poll_after_ms": 0 if terminal else rec.poll_interval_ms,
+        "poll_after_ms": 0 if terminal else poll_interval_ms(rec, now_ms()),
     }
     if (fraction := progress_fraction(rec)) is not None:
         out["progress"] = fraction

@@ -7,7 +7,15 @@ import pytest
 from mcp_protocol import views
 from mcp_protocol.domain import PendingApproval, RenderRequest, TaskRecord, Watermark
 from mcp_protocol.elicitation import ElicitationMode
-from mcp_protocol.progress import RenderProgress, SpeedMeter, eta_text
+from mcp_protocol.progress import (
+    END_POLL_MIN_MS,
+    MUX_ALLOWANCE_MS,
+    RenderProgress,
+    SpeedMeter,
+    eta_text,
+    poll_interval_ms,
+)
+from mcp_protocol.timefmt import now_ms
 
 ENCODING = RenderProgress("rendering", 3021, 7200, fps=58.3, source_fps=30.0)
 
@@ -154,3 +162,34 @@ def test_views_keep_the_contract_message_while_awaiting_approval():
     status = views.render_status(rec, retention_s=1)
     assert status["status_message"] == "Waiting for watermark approval; times out 2026-07-29T14:36:02Z."
     assert status["progress"] == ENCODING.fraction  # frames still count while the decision is pending
+
+
+def test_a_render_about_to_end_asks_for_its_next_poll_when_it_expects_to_end():
+    # 300 frames at 30 fps, 240 encoded at the last report: 2 s of encoding left, then the mux.
+    rec = record(
+        phase="rendering", frames_done=240, frames_total=300, fps=30.0, poll_interval_ms=10_000, last_updated_at_ms=0
+    )
+    assert poll_interval_ms(rec, now_ms=0) == 2_000 + MUX_ALLOWANCE_MS
+    assert poll_interval_ms(rec, now_ms=1_500) == 500 + MUX_ALLOWANCE_MS  # the time since the report counts
+    assert poll_interval_ms(rec, now_ms=60_000) == END_POLL_MIN_MS  # late: soon, but never a tight loop
+    far = rec.model_copy(update={"frames_done": 0})
+    assert poll_interval_ms(far, now_ms=0) == 10_000  # 10 s of encoding left: the task's own interval
+    muxing = rec.model_copy(update={"phase": "muxing", "frames_done": 300, "fps": None})
+    assert poll_interval_ms(muxing, now_ms=0) == max(END_POLL_MIN_MS, MUX_ALLOWANCE_MS)
+    unmeasured = rec.model_copy(update={"fps": None})
+    assert poll_interval_ms(unmeasured, now_ms=0) == 10_000
+    waiting = record(
+        status="input_required",
+        phase="awaiting_watermark_approval",
+        pending=PendingApproval(key="watermark-approval-1", deadline_ms=1, timeout_s=1800),
+        frames_done=299,
+        frames_total=300,
+        fps=30.0,
+        poll_interval_ms=30_000,
+    )
+    assert poll_interval_ms(waiting, now_ms=0) == 30_000  # awaiting a person: the lengthened interval stands
+    # Both task surfaces ask for it.
+    caller = views.Caller(principal="alice", tasks=True)
+    soon = rec.model_copy(update={"last_updated_at_ms": now_ms()})
+    assert 500 <= views.detailed_task(soon, caller, retention_s=1)["pollIntervalMs"] <= 2_000 + MUX_ALLOWANCE_MS
+    assert 500 <= views.render_status(soon, retention_s=1)["poll_after_ms"] <= 2_000 + MUX_ALLOWANCE_MS

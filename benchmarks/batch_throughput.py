@@ -266,6 +266,7 @@ def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str
 
     print_cpu("  CPU seconds by process kind:", sampler.cpu_by_kind)
     print(f"  (not vidforge's, on the same cores: this benchmark's agents and sampler {bench_cpu:.1f} s)")
+    print(f"  processes started during the batch (each a worker start-up, ~1 CPU-s): {len(sampler.started)}")
 
     print(f"\nffmpeg, {args.renders} processes, {cores} at a time:")
     print("  #  watermark  queue s  run s  CPU s")

@@ -254,6 +254,7 @@ class ProcessSampler:
         self.peak_rss: dict[str, int] = defaultdict(int)
         self.cpu_by_kind: dict[str, float] = defaultdict(float)
         self._cpu: dict[int, tuple[float, float]] = {}  # pid -> (cpu at mark or birth, cpu last seen)
+        self.started: set[int] = set()  # processes first seen since the mark (a render's worker start-ups)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -272,6 +273,7 @@ class ProcessSampler:
         self.peak_rss.clear()
         self.cpu_by_kind.clear()
         self._cpu = {pid: (cpu, cpu) for pid, (_, cpu) in self._cpu.items()}
+        self.started.clear()
 
     def cpu_s(self) -> float:
         return sum(last - first for first, last in self._cpu.values())
@@ -284,6 +286,8 @@ class ProcessSampler:
         for pid, title, rss, cpu in self._processes():
             kind = _kind(title)
             self.peak_rss[kind] = max(self.peak_rss[kind], rss)
+            if pid not in self._cpu:
+                self.started.add(pid)
             first, last = self._cpu.get(pid, (0.0, 0.0))  # born since the mark: counted from 0
             self._cpu[pid] = (first, cpu)
             self.cpu_by_kind[kind] += cpu - last

@@ -90,7 +90,7 @@ class Config(BaseSettings):
     # (Ray's runtime_env: stored in the cluster's GCS); False: each node uses its own (instance role, node environment).
     ship_storage_credentials: bool = False
     # Render worker processes started with the kernels loaded before the first render and kept so while idle (one per
-    # CPU of each node, two more on the supervisor's: serve_app/rendering/warm_pool.py); False: started per render.
+    # CPU of each node, four more on the supervisor's: serve_app/rendering/warm_pool.py); False: started per render.
     warm_pool: bool = True
     # Ingress admission (issue 8): each replica's own request bounds (serve_app/ingress/request_slots.py), per-principal
     # caps held cluster-wide, Origin/Host checks.

@@ -44,9 +44,10 @@ from serve_app.rendering.render_tasks import warm_worker
 
 logger = logging.getLogger(__name__)
 
-# Workers beside the segments on the supervisor's node, where Ray runs CPU-less tasks: a render's pictures task and
-# its ride-along audio run while its segments do.
-CPU_LESS_WORKERS = 2
+# Workers beside the segments on the supervisor's node, where Ray runs CPU-less tasks: a render's pictures task,
+# ride-along audio and mux, and in a batch another render's beside them (an 8-render batch with two started two
+# processes in its path).
+CPU_LESS_WORKERS = 4
 ROUND_TIMEOUT_S = 120.0  # a worker that has not started by then (a node lost, a machine far overloaded) is left out
 # No render for this long before the pool is held again: a batch's next render usually follows within it, and
 # would otherwise wait for a release.

@@ -19,6 +19,7 @@ from serve_app.launch.metrics_endpoint import MetricsSettingsError, load_princip
 from serve_app.observability import metric
 from serve_app.observability.aggregate import GAUGE_TTL_S, Aggregate, PrincipalLabels
 from serve_app.observability.catalog import ALL_METRICS, QUEUE_DEPTH, RENDER_DURATION, RENDERS_CREATED
+from serve_app.observability.reporter import KEEPALIVE_S, worth_sending
 
 
 @pytest.fixture
@@ -144,3 +145,18 @@ def test_a_principal_map_is_read_and_mapped_needs_one(tmp_path):
         load_principal_map(str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="VIDFORGE_METRICS_PRINCIPAL_MAP"):
         Config(metrics_principals="mapped")
+
+
+def test_a_process_at_rest_reports_only_what_changed_and_a_keepalive(recording):
+    QUEUE_DEPTH.set(2, principal="all")
+    first = metric.take_report()
+    assert worth_sending(first, last_gauges=None, since_sent_s=1.0)
+    repeat = metric.take_report()  # nothing recorded since: the same gauges
+    assert not worth_sending(repeat, last_gauges=first.gauges, since_sent_s=1.0)
+    assert worth_sending(repeat, last_gauges=first.gauges, since_sent_s=KEEPALIVE_S)  # the exporter must not forget it
+    assert KEEPALIVE_S < GAUGE_TTL_S
+    QUEUE_DEPTH.set(3, principal="all")
+    assert worth_sending(metric.take_report(), last_gauges=first.gauges, since_sent_s=1.0)  # a gauge moved
+    QUEUE_DEPTH.set(2, principal="all")
+    RENDERS_CREATED.inc(principal="all")
+    assert worth_sending(metric.take_report(), last_gauges=first.gauges, since_sent_s=1.0)  # an increment

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.harness import free_port, session_processes, wait_until
+from tests.harness import RAY_START_ENV, free_port, session_processes, wait_until
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 180
@@ -78,10 +78,11 @@ class LocalCluster:
 
     @property
     def env(self) -> dict[str, str]:
-        """What every node and every client of this cluster runs with: its token, and `node_env`."""
+        """What every node and every client of this cluster runs with: its token, `node_env`, and Ray's start-up wait
+        for a loaded machine (RAY_START_ENV)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         env.update(self.node_env)
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token, RAY_USAGE_STATS_ENABLED="0")
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token, RAY_USAGE_STATS_ENABLED="0", **RAY_START_ENV)
         return env
 
     def start(self, worker_cpus: tuple[int, ...] = (1, 1)) -> LocalCluster:

@@ -26,6 +26,11 @@ PROTOCOL = "2026-07-28"
 TASKS_EXT = "io.modelcontextprotocol/tasks"
 START_TIMEOUT_S = 240
 KILL_TIMEOUT_S = 60  # a SIGKILLed server's processes are gone in well under a second; generous on a loaded machine
+# How long a starting Ray node waits for its raylet to register with the GCS before it gives up with "The current node
+# timed out during startup" (Ray's `raylet_start_wait_time_s`, read from the environment of `ray start` or of the
+# process whose `ray.init` starts a local Ray; 30 s by default). On the loaded 2-core machine a node starting beside
+# another test file's work has taken longer than that; the harness itself waits minutes for a start.
+RAY_START_ENV = {"RAY_raylet_start_wait_time_s": "120"}
 RENDER_DEADLINE_S = 300
 TERMINAL = ("completed", "failed", "cancelled")
 # The settings of the session's shared servers (tests/conftest.py).
@@ -178,13 +183,27 @@ def head_env(s3_server: Any, state_url: str, review_key: str) -> dict[str, str]:
 
 
 class ServerProcess:
-    """`vidforge serve` as a subprocess with its own data dir, tokens and environment."""
+    """`vidforge serve` as a subprocess with its own data dir, tokens and environment.
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, tokens: dict[str, str] | None = None):
+    `renders=False` is for a server no test renders on, and a module's choice (it says so in its docstring): the server
+    starts without the warm pool (VIDFORGE_WARM_POOL=false). The pool's first round is in the start path and its
+    workers live as long as the server: measured on the 2-core machine, ~6 CPU-s and ~5 s more per start and ~390 MiB
+    more resident. Every server a render may run on keeps the production default (on), the shared ones included, and
+    tests/test_warm_pool.py checks the pool itself."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        env: dict[str, str] | None = None,
+        tokens: dict[str, str] | None = None,
+        renders: bool = True,
+    ):
         self.data_dir = data_dir
         self.port = free_port()
         self.env = dict(os.environ)
-        self.env.update({"VIDFORGE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
+        self.env.update({"VIDFORGE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", **RAY_START_ENV})
+        if not renders:
+            self.env["VIDFORGE_WARM_POOL"] = "false"
         self.env.pop("RAY_ADDRESS", None)
         if tokens is not None:
             tokens_file = data_dir.parent / f"{data_dir.name}-tokens.json"

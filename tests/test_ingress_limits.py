@@ -4,7 +4,8 @@ Per-principal caps (held cluster-wide by the lease ledger) on listen streams, up
 the cap with 429 + Retry-After + the contract's envelope, another principal unaffected, a slot freed when its
 stream or upload closes and when the replica holding it dies; the `taskIds` cap; listen streams that can no
 longer sleep forever; and the replica's bounded queue answering 503 + Retry-After. Caps are set low through the
-environment so every limit is reached in a few requests. The ledger's rules are also checked in-process.
+environment so every limit is reached in a few requests. The ledger's rules are also checked in-process. No test here
+renders: the servers start without the warm pool (`renders=False`, tests/harness.py).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def server(tmp_path_factory):
         "VIDFORGE_MAX_LISTEN_TASK_IDS": "3",
         "VIDFORGE_LEASE_TTL_S": "3",
     }
-    with ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=env, tokens=TOKENS) as proc:
+    with ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=env, tokens=TOKENS, renders=False) as proc:
         yield proc
 
 
@@ -57,13 +58,15 @@ def small_server(tmp_path_factory):
         "VIDFORGE_LISTEN_IDLE_S": "20",
         "VIDFORGE_MAX_DOWNLOADS": "0",
     }
-    with ServerProcess(tmp_path_factory.mktemp("limits-small") / "data", env=env, tokens=TOKENS) as proc:
+    data_dir = tmp_path_factory.mktemp("limits-small") / "data"
+    with ServerProcess(data_dir, env=env, tokens=TOKENS, renders=False) as proc:
         yield proc
 
 
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory):
-    with ServerProcess(tmp_path_factory.mktemp("limits-two") / "data", env={"VIDFORGE_REPLICAS": "2"}) as proc:
+    data_dir = tmp_path_factory.mktemp("limits-two") / "data"
+    with ServerProcess(data_dir, env={"VIDFORGE_REPLICAS": "2"}, renders=False) as proc:
         yield proc
 
 
@@ -287,12 +290,13 @@ def _listening_socket_inodes(port: int) -> set[str]:
     return inodes
 
 
-def _holds_a_listener(pid: int, inodes: set[str]) -> bool:
+def _socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets among `pid`'s open files (none once it has exited)."""
     try:
         links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
     except OSError:
-        return False
-    return any(link.startswith("socket:[") and link[8:-1] in inodes for link in links)
+        return set()
+    return {link[8:-1] for link in links if link.startswith("socket:[")}
 
 
 @pytest.mark.ray
@@ -302,15 +306,25 @@ def test_replicas_share_the_port_and_a_dead_one_is_replaced(two_replicas):
 
     def listening_replicas() -> list[int]:
         inodes = _listening_socket_inodes(two_replicas.port)
-        return [pid for pid in _replica_pids(two_replicas) if _holds_a_listener(pid, inodes)]
+        return [pid for pid in _replica_pids(two_replicas) if _socket_inodes(pid) & inodes]
 
     def two_listening(without: int | None = None) -> list[int] | None:
         now = listening_replicas()
         return now if len(now) == 2 and without not in now else None
 
     first = wait_until(two_listening, DEADLINE_S, 0.5, "two replicas listening")
+    killed_listener = _socket_inodes(first[0]) & _listening_socket_inodes(two_replicas.port)
+    assert killed_listener
     os.kill(first[0], signal.SIGKILL)
-    wait_until(lambda: first[0] not in listening_replicas(), DEADLINE_S, 0.2, "the killed replica to be gone")
+    # Gone from the kernel's listeners, not only from the process's open files: those read empty as soon as its main
+    # thread has exited, while its last thread, still tearing down its memory, holds the socket, and a connection
+    # the kernel hands that socket meanwhile is reset when it closes.
+    wait_until(
+        lambda: not killed_listener & _listening_socket_inodes(two_replicas.port),
+        DEADLINE_S,
+        0.2,
+        "the killed replica's listener to be closed",
+    )
     for _ in range(20):  # fresh connections, each answered by the survivor
         assert httpx.get(f"{two_replicas.base}/healthz", timeout=DEADLINE_S).status_code == 200
     replaced = wait_until(lambda: two_listening(without=first[0]), DEADLINE_S, 0.5, "Serve to replace the dead one")

@@ -1,7 +1,8 @@
 """The sources of the render matrix (issue #22, "Performance that holds on every source"): 1920x1080 30 fps H.264
-in mp4 of any length, with a 440 Hz AAC stereo 48 kHz tone or without audio: the silent one made by one ffmpeg
-command from lavfi inputs, the other from its video and the tone, once per work dir (written under a `.partial`
-name, then renamed: a clip already there is reused; an interrupted run leaves none half-made).
+in mp4 of any length (and `camera`, outside the matrix: see below), with a 440 Hz AAC stereo 48 kHz tone or
+without audio: the silent one made by one ffmpeg command from lavfi inputs, the other from its video and the
+tone, once per work dir (written under a `.partial` name, then renamed: a clip already there is reused; an
+interrupted run leaves none half-made).
 
 - `gradient`: a horizontal RGB gradient whose levels shift 3 a frame, and a 40-pixel white square moving 7 px a
   frame; x264 ultrafast CRF 18 (no B-frames), a keyframe every 30 frames. Easy to compress.
@@ -17,6 +18,14 @@ name, then renamed: a clip already there is reused; an interrupted run leaves no
   from the file; a clip without it raises), and visible with ffprobe: `-show_entries stream=start_time`
   says 0 with the edit list applied, 0.066667 (2 frames) with `-ignore_editlist 1`; every other source's
   video edit list (ffmpeg's mp4 muxer writes one on every track) starts at media time 0.
+- `camera` (issue 38; not in the render matrix, `SOURCES`, but in `ALL_SOURCES`): what a camera writes at 640x272
+  (2.35:1) 23.976 fps, for the upscaling case of rate_distortion.py (to 1694x720). A detailed, desaturated still
+  (a Mandelbrot view rendered once at 1280x544) seen through a handheld camera: a slow pan with shake (a 1152x490
+  crop that drifts, scaled down, so the picture moves by sub-pixel steps), a soft lens (gblur), texture that moves
+  in place (Conway's life, blurred and overlay-blended into the luma), and sensor noise of its own in every frame
+  (`noise=allf=t`); x264 medium, High profile, 3 B-frames (the mp4 gets an edit list), CRF 21, a keyframe at
+  least every 60 frames and at scene cuts, as the device decides: ~0.9 Mbit/s, its B-frames nearly free and its
+  keyframes a fresh picture of the grain, as a camera's are.
 
     .venv/bin/python benchmarks/matrix_sources.py --seconds 10 --workdir /tmp/matrix   # make all, show edit lists
 """
@@ -34,7 +43,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from clips import FFMPEG  # noqa: E402 - beside this file
 from media import make_watermark_png  # noqa: E402 - the suite's PNG maker (tests/)
 
-SOURCES = ("gradient", "noisy", "long_gop", "bframes_editlist")
+SOURCES = ("gradient", "noisy", "long_gop", "bframes_editlist")  # the render matrix's
+ALL_SOURCES = (*SOURCES, "camera")
 WIDTH, HEIGHT, FPS = 1920, 1080, 30
 AUDIO_RATE, TONE_HZ, AUDIO_BIT_RATE = 48000, 440, "128k"
 # The issue's watermark: a 192x96 RGBA logo at opacity 0.8, bottom right.
@@ -62,6 +72,19 @@ _NOISY = (
     f"scale={WIDTH}:{HEIGHT}:flags=bicubic,noise=alls=10:allf=t+u,format=yuv420p"
 )
 _PATTERN = f"testsrc2=s={WIDTH}x{HEIGHT}:r={FPS}"
+# The camera: its scene (the still, rendered once and held) is 2x the picture, so the crop that drifts by whole
+# scene pixels moves the picture by half pixels; the shake is two faster, smaller sines on the pan's.
+_CAMERA_RATE = "24000/1001"
+_CAMERA = (
+    f"mandelbrot=s=1280x544:r={_CAMERA_RATE}:start_scale=0.02:maxiter=512,trim=end_frame=1,loop=loop=-1:size=1,"
+    "setpts=N/FRAME_RATE/TB,"
+    "crop=1152:490:x='64+50*sin(0.21*t)+6*sin(2.9*t)':y='27+20*sin(0.17*t+1)+4*sin(3.7*t)',"
+    "scale=640:272:flags=bicubic,setsar=1,gblur=sigma=0.6,format=yuv420p,eq=saturation=0.55[scene];"
+    f"life=s=320x136:r={_CAMERA_RATE}:mold=20:ratio=0.3:seed=7:life_color=white:death_color=black:mold_color=gray,"
+    "scale=640:272,gblur=sigma=3,format=yuv420p[texture];"
+    "[scene][texture]blend=c0_mode=overlay:c0_opacity=0.35,noise=alls=3:allf=t,format=yuv420p"
+)
+_CAMERA_X264 = ["-c:v", "libx264", "-preset", "medium", "-profile:v", "high", "-crf", "21", "-bf", "3", "-g", "60"]
 
 
 def _x264(preset: str, crf: int, keyint: int, bframes: int) -> list[str]:
@@ -75,6 +98,7 @@ _RECIPES = {
     "noisy": (_NOISY, _x264("veryfast", 20, 30, 0)),
     "long_gop": (f"{_PATTERN},format=yuv420p", _x264("veryfast", 20, 300, 0)),
     "bframes_editlist": (f"{_PATTERN},hue=H=2*PI*t/10,format=yuv420p", _x264("veryfast", 20, 60, 3)),
+    "camera": (_CAMERA, _CAMERA_X264),
 }
 
 
@@ -99,7 +123,7 @@ def matrix_source(workdir: str, name: str, seconds: float, audio: bool) -> str:
     audio is the silent one's video with the tone added: one encode of the picture for both (`noisy` at 120 s
     takes two minutes to make)."""
     if name not in _RECIPES:
-        raise ValueError(f"unknown matrix source {name!r}: one of {SOURCES}")
+        raise ValueError(f"unknown matrix source {name!r}: one of {ALL_SOURCES}")
     os.makedirs(workdir, exist_ok=True)
     path = os.path.join(workdir, f"matrix-{name}-{seconds:g}s-{'audio' if audio else 'silent'}.mp4")
     if not os.path.exists(path):

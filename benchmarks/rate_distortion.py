@@ -1,6 +1,7 @@
 """Rate-distortion: the bits vidforge's encodes spend against the ffmpeg CLI's at equal quality (BD-rate).
 
-For each matrix source (matrix_sources.py, video only), at four CRF points: vidforge's encode exactly as a render
+For each matrix source (matrix_sources.py, video only), and `camera`, the upscaling case (camera-like footage at
+640x272 23.976 fps, H.264 High with B-frames, rendered to 1694x720), at four CRF points: vidforge's encode exactly as a render
 makes it (probe, plan_segments as the driver plans on this machine, encode_segment for each segment, mux_segments;
 so its segments and their seams are in it) and one ffmpeg command (libx264 at the kernels' preset, ffmpeg's default
 scaler: bicubic, as the kernels'), both to 720p. Both are scored against the same reference, the source scaled
@@ -12,7 +13,7 @@ libvmaf (Debian's has not: then the report says it was not measured).
 In-process: no Ray, no server. The CRF is changed for one encode by setting the kernels' x264 options in this
 process (`x264_crf`).
 
-    .venv/bin/python benchmarks/rate_distortion.py                       # 4 sources x 10 s, CRF 19/23/27/31
+    .venv/bin/python benchmarks/rate_distortion.py                       # 5 sources x 10 s, CRF 19/23/27/31
     .venv/bin/python benchmarks/rate_distortion.py --quick               # 2 sources x 4 s
     .venv/bin/python benchmarks/rate_distortion.py --seconds 30 --sources noisy --crfs 18,22,26,30
 """
@@ -305,7 +306,7 @@ def verdict(pct: float) -> str:
 
 
 def main() -> None:
-    from matrix_sources import SOURCES
+    from matrix_sources import ALL_SOURCES as SOURCES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sources", default=",".join(SOURCES), help=f"comma-separated, of {', '.join(SOURCES)}")

@@ -16,6 +16,14 @@ LEAD_IN_COST = 0.25
 # a busy or small machine is as fast: a 10 s clip with only its first keyframe, cut in two on 2 CPUs (one lead-in
 # of 172 frames, 14 %), took 2.6-2.7 s where one segment with two threads took 2.4 s.
 MAX_LEAD_IN_SHARE = 0.10
+# How much longer (in work) than the balanced plan's longest a segment may grow so that a cut lands on a source
+# keyframe. Every segment starts with a keyframe of its own, which costs bytes the ffmpeg CLI's one encode does not
+# pay; where the source has a keyframe too, its encoder pays for that picture anyway (a source's keyframe refreshes
+# its detail and coding noise), so a cut there costs about half the bytes of one between keyframes: a 6 s
+# 640x272 camera-like clip at 720p in two segments needed +1.4-1.5 % bytes at equal PSNR-Y cut at a keyframe,
+# +2.2-3.2 % cut between (`benchmarks/rate_distortion.py`'s `camera`). It also saves the lead-in. Small, because
+# the longest segment sets the render's wall time: a cut is moved only where a keyframe is near it.
+KEYFRAME_CUT_SHARE = 0.03
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,8 @@ def plan_segments(
     than `min_segment_s` (a source shorter than twice that is one), or where their lead-ins would cost more than
     MAX_LEAD_IN_SHARE of the frames (a source with sparse keyframes is then cut at them, or not at all); neither
     makes a segment longer than `max_frames`, unless `min_segment_s` needs it. Segments cover every frame
-    exactly once, in order.
+    exactly once, in order. A cut moves to a source keyframe near it when that makes no segment's work more than
+    KEYFRAME_CUT_SHARE above the balanced plan's largest.
     """
     keyframes = info.keyframes()
     min_frames = max(1, math.ceil(min_segment_s * info.fps))
@@ -64,14 +73,18 @@ def plan_segments(
     for tried in range(count, min(needed, count) - 1, -1):
         cap = max(max_frames or info.frame_count, -(-info.frame_count // tried))
         starts = _balanced_starts(keyframes, info.frame_count, tried, cap)
-        segments = []
-        for i, (start, end) in enumerate(zip(starts, [*starts[1:], info.frame_count])):
-            keyframe_frame, keyframe_s = keyframe_at_or_before(keyframes, start)
-            segments.append(Segment(i, start, end - start, keyframe_s, start - keyframe_frame))
-        short = min(s.frame_count for s in segments) < min_frames
-        costly = LEAD_IN_COST * sum(s.lead_in for s in segments) > MAX_LEAD_IN_SHARE * info.frame_count
+        lengths = [end - start for start, end in zip(starts, [*starts[1:], info.frame_count])]
+        lead_ins = [start - keyframe_at_or_before(keyframes, start)[0] for start in starts]
+        short = min(lengths) < min_frames
+        costly = LEAD_IN_COST * sum(lead_ins) > MAX_LEAD_IN_SHARE * info.frame_count
         if not (short or costly):
             break
+    # Moved once the count is chosen: a cut at a keyframe only saves a lead-in, so it never changes the count.
+    starts = _cuts_at_keyframes(starts, keyframes, info.frame_count, cap, min_frames)
+    segments = []
+    for i, (start, end) in enumerate(zip(starts, [*starts[1:], info.frame_count])):
+        keyframe_frame, keyframe_s = keyframe_at_or_before(keyframes, start)
+        segments.append(Segment(i, start, end - start, keyframe_s, start - keyframe_frame))
     return segments
 
 
@@ -103,3 +116,30 @@ def _balanced_starts(keyframes: list[tuple[int, float]], frame_count: int, count
     starts = fill(low)
     assert starts is not None  # `high` covers: every segment then fills to `cap`, and count * cap >= frame_count
     return starts
+
+
+def _work(keyframes: list[tuple[int, float]], start: int, end: int) -> float:
+    """What segment [start, end) costs: its frames, and its lead-in at LEAD_IN_COST a frame."""
+    return end - start + LEAD_IN_COST * (start - keyframe_at_or_before(keyframes, start)[0])
+
+
+def _cuts_at_keyframes(
+    starts: list[int], keyframes: list[tuple[int, float]], frame_count: int, cap: int, min_frames: int
+) -> list[int]:
+    """`starts` with each cut moved, in turn, to the nearest keyframe (at or before it, or after it) that keeps both
+    segments beside it within KEYFRAME_CUT_SHARE of the plan's largest work, `cap` frames and `min_frames`."""
+    ends = [*starts[1:], frame_count]
+    limit = (1 + KEYFRAME_CUT_SHARE) * max(_work(keyframes, a, b) for a, b in zip(starts, ends))
+    moved = starts[:1]
+    for cut, end in zip(starts[1:], ends[1:]):
+        before = keyframe_at_or_before(keyframes, cut)[0]
+        after = next((frame for frame, _ in keyframes if frame > cut), frame_count)
+        fitting = [
+            frame
+            for frame in (before, after)
+            if min_frames <= frame - moved[-1] <= cap
+            and min_frames <= end - frame <= cap
+            and max(_work(keyframes, moved[-1], frame), _work(keyframes, frame, end)) <= limit
+        ]
+        moved.append(min(fitting, key=lambda frame: abs(frame - cut), default=cut))
+    return moved

@@ -35,7 +35,7 @@ from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipe
 from render_kernels.encoders import nvenc_available, segment_encoder_threads
 from render_kernels.frames import frames_from, open_video
 from render_kernels.limits import MediaLimits
-from render_kernels.plan import LEAD_IN_COST, MAX_LEAD_IN_SHARE
+from render_kernels.plan import KEYFRAME_CUT_SHARE, LEAD_IN_COST, MAX_LEAD_IN_SHARE
 from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME, STILL_WITHIN_S, Still, plan_stills
 
 pytestmark = pytest.mark.slow  # real encodes: the module fixtures make clips, most tests render them
@@ -242,7 +242,10 @@ def test_plan_segments_cover_every_frame_in_equal_work(workers, min_segment_s):
     if workers <= 8:
         assert len(segments) == min(workers, int(60.0 // min_segment_s))  # every worker gets one, down to the minimum
     works = [work(s) for s in segments]
-    assert max(works) - min(works) <= LEAD_IN_COST * 60 + 1  # at worst: one keyframe interval's lead-in
+    # Balanced to within one keyframe interval's lead-in, then a cut moved to a keyframe adds at most
+    # KEYFRAME_CUT_SHARE to the largest.
+    balanced = info.frame_count / len(segments) + LEAD_IN_COST * 60 + 1
+    assert max(works) <= (1 + KEYFRAME_CUT_SHARE) * balanced
 
 
 @pytest.mark.parametrize("workers", [2, 3, 8])
@@ -272,6 +275,16 @@ def test_a_lead_in_too_costly_leaves_fewer_segments():
 def test_a_cut_at_a_keyframe_needs_no_lead_in():
     segments = plan_segments(hand_info(10.0, 30.0, tuple(float(t) for t in range(10))), 2)
     assert segments == [Segment(0, 0, 150, 0.0, 0), Segment(1, 150, 150, 5.0, 0)]
+
+
+def test_a_cut_near_a_keyframe_moves_to_it():
+    """10 s at 30 fps with a keyframe at frame 147: the balanced cut (frame 150, a lead-in of 3) moves to it, 2 %
+    more work in the longer segment, fewer bytes at equal quality and no lead-in (KEYFRAME_CUT_SHARE). Keyframes
+    every 2 s: the nearest (30 frames from the cut) would cost 16 % more work; the cut stays between them."""
+    near = hand_info(10.0, 30.0, (0.0, 147 / 30))
+    assert plan_segments(near, 2) == [Segment(0, 0, 147, 0.0, 0), Segment(1, 147, 153, 147 / 30, 0)]
+    segments = plan_segments(hand_info(10.0, 30.0, (0.0, 2.0, 4.0, 6.0, 8.0)), 2)
+    assert [(s.start_frame, s.lead_in) for s in segments] == [(0, 0), (155, 35)]
 
 
 def test_plan_segments_short_source_is_one_segment():

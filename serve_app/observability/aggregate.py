@@ -34,7 +34,7 @@ from serve_app.observability.metric import (
     SeriesKey,
 )
 
-GAUGE_TTL_S = 60.0  # processes report every second; one silent this long is gone
+GAUGE_TTL_S = 60.0  # processes report within a second of a change, else every 15 s; one silent this long is gone
 HASH_LABEL_HEX = 12  # 48 bits: tells a few hundred principals apart, and names none of them
 PRINCIPAL = "principal"
 

@@ -5,9 +5,10 @@ a node's series on its metrics export port, and Ray 2.60 binds that port on ever
 address (its `prometheus_exporter` listens on loopback only when the node's own IP is a loopback address, and
 `ray.init`/`ray start` turn a loopback node address into the machine's): an operator can neither bind it where the
 API listens nor keep vidforge's series off it. So the values are made here, in each recording process — the ingress
-replicas, the RenderSupervisor, the TaskRegistry, `vidforge serve` itself — and every second each process sends
-what it recorded to one exporter actor on the head (serve_app/observability/exporter.py), which sums them and serves
-them on the address and port the operator names (VIDFORGE_METRICS_HOST / VIDFORGE_METRICS_PORT). Recording costs
+replicas, the RenderSupervisor, the TaskRegistry, `vidforge serve` itself — and each process sends what it recorded,
+within a second of recording it (else every 15 s: serve_app/observability/reporter.py), to one exporter actor on the
+head (serve_app/observability/exporter.py), which sums them and serves them on the address and port the operator
+names (VIDFORGE_METRICS_HOST / VIDFORGE_METRICS_PORT). Recording costs
 a few microseconds, in-process (a dict update under a lock); nothing is sent per request.
 
 A counter or a histogram reports its increments since the last report (the exporter keeps the sums); a gauge reports

@@ -88,6 +88,7 @@ class RegistryApi(Protocol):
         self, principal: str, limit: int, before: tuple[int, str] | None = None
     ) -> list[Delivery]: ...
     async def webhook_backlog(self) -> Backlog: ...
+    async def webhooks_added(self, seen: str | None, timeout_s: float) -> str: ...
 
 
 class SupervisorApi(Protocol):
@@ -181,6 +182,7 @@ class RegistryClient(ActorClient):
     record_webhook_attempt = _Call(RegistryApi.record_webhook_attempt)
     list_webhook_deliveries = _Call(RegistryApi.list_webhook_deliveries)
     webhook_backlog = _Call(RegistryApi.webhook_backlog)
+    webhooks_added = _Call(RegistryApi.webhooks_added)
 
 
 class SupervisorClient(ActorClient):

@@ -321,8 +321,12 @@ class PostgresTaskStore:
 
     def webhook_backlog(self) -> Backlog:
         row = self._session(lambda conn: conn.execute(BACKLOG).fetchone())
-        count, oldest = row if row else (0, None)
-        return Backlog(pending=int(str(count)), oldest_created_at_ms=None if oldest is None else int(str(oldest)))
+        count, oldest, next_due = row if row else (0, None, None)
+        return Backlog(
+            pending=int(str(count)),
+            oldest_created_at_ms=None if oldest is None else int(str(oldest)),
+            next_due_at_ms=None if next_due is None else int(str(next_due)),
+        )
 
     def drop_webhook_deliveries(self, created_at_or_before_ms: int, limit: int) -> int:
         return self._session(lambda conn: conn.execute(DROP_SETTLED, (created_at_or_before_ms, limit)).rowcount)

@@ -221,8 +221,8 @@ class SqliteTaskStore:
         return [delivery_of(row) for row in self._conn.execute(_sqlite(query), params)]
 
     def webhook_backlog(self) -> Backlog:
-        count, oldest = self._conn.execute(BACKLOG).fetchone()
-        return Backlog(pending=count, oldest_created_at_ms=oldest)
+        count, oldest, next_due = self._conn.execute(BACKLOG).fetchone()
+        return Backlog(pending=count, oldest_created_at_ms=oldest, next_due_at_ms=next_due)
 
     def drop_webhook_deliveries(self, created_at_or_before_ms: int, limit: int) -> int:
         with self._conn:

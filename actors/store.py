@@ -97,7 +97,8 @@ class TaskStore(Protocol):
         ...
 
     def webhook_backlog(self) -> Backlog:
-        """The pending deliveries' count and the oldest one's creation time (served by the due index)."""
+        """The pending deliveries' count, the oldest one's creation time and the soonest one's next attempt (served by
+        the due index)."""
         ...
 
     def drop_webhook_deliveries(self, created_at_or_before_ms: int, limit: int) -> int:
@@ -177,7 +178,7 @@ LIST_DELIVERIES = (
     " ORDER BY created_at_ms DESC, event_id DESC LIMIT %s"
 )
 LIST_AFTER = "AND (created_at_ms, event_id) < (%s, %s)"
-BACKLOG = "SELECT count(*), min(created_at_ms) FROM webhook_outbox WHERE state = 'pending'"
+BACKLOG = "SELECT count(*), min(created_at_ms), min(next_attempt_at_ms) FROM webhook_outbox WHERE state = 'pending'"
 DROP_SETTLED = (
     "DELETE FROM webhook_outbox WHERE event_id IN (SELECT event_id FROM webhook_outbox"
     " WHERE state <> 'pending' AND created_at_ms <= %s ORDER BY created_at_ms LIMIT %s)"

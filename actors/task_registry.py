@@ -155,6 +155,7 @@ class TaskRegistry(Housekeeping):
         self._feed = ChangeFeed(log_size=DELETION_LOG_BATCHES * config.sweep_batch)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
+        self._outbox_adds = 0  # commits that added webhook events (`webhooks_added`)
         self._sweeper: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -381,6 +382,8 @@ class TaskRegistry(Housekeeping):
         if unsaved in (0, MAX_UNSAVED_BUMPS):
             self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key, events=events)
             unsaved = 0
+        if events:
+            self._outbox_adds += 1
         if rec.status.terminal:  # its last change (a terminal change is durable): nothing of it is live any more
             self._unsaved.pop(task_id, None)
             self._leases.pop(task_id, None)
@@ -566,8 +569,24 @@ class TaskRegistry(Housekeeping):
         return self._store.list_webhook_deliveries(principal, limit, before)
 
     async def webhook_backlog(self) -> Backlog:
-        """The pending deliveries (the dispatcher's metrics)."""
+        """The pending deliveries (the dispatcher's metrics, and when its next pass is due)."""
         return self._store.webhook_backlog()
+
+    async def webhooks_added(self, seen: str | None, timeout_s: float) -> str:
+        """Long-poll for new webhook events (the dispatcher's wait between passes): a token of the outbox's adds,
+        as soon as it differs from ``seen`` (events added since, or another registry instance), else after
+        ``timeout_s``."""
+        self._bind_loop()
+        assert self._changed is not None
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: self._outbox_token() != seen), timeout_s)
+            except TimeoutError:
+                pass
+        return self._outbox_token()
+
+    def _outbox_token(self) -> str:
+        return f"{self._feed.epoch}/{self._outbox_adds}"
 
     # -- helpers -----------------------------------------------------------------------------------------
 

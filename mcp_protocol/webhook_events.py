@@ -100,12 +100,13 @@ class Attempt(BaseModel):
 
 
 class Backlog(BaseModel):
-    """The undelivered events (metrics: outbox depth, oldest undelivered age)."""
+    """The undelivered events (metrics: outbox depth, oldest undelivered age; the dispatcher's next pass)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     pending: int
     oldest_created_at_ms: int | None
+    next_due_at_ms: int | None = None  # when the soonest pending event is due (or leased until)
 
 
 def canonical(body: JSONObject) -> bytes:

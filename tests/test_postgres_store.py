@@ -299,7 +299,8 @@ def test_due_events_are_leased_and_a_row_another_session_holds_is_skipped(state_
         )
         settled = store.list_webhook_deliveries("alice", 1, before=(events[2].created_at_ms, events[2].event_id))[0]
         assert (settled.state, settled.attempts, settled.last_attempt_at_ms) == (DeliveryState.DELIVERED, 1, T_MS + 20)
-        assert store.webhook_backlog() == Backlog(pending=2, oldest_created_at_ms=T_MS)
+        # Both pending ones are leased until T_MS + 60 000: the soonest next attempt.
+        assert store.webhook_backlog() == Backlog(pending=2, oldest_created_at_ms=T_MS, next_due_at_ms=T_MS + 60_000)
         assert store.drop_webhook_deliveries(T_MS + 100, 10) == 1  # the settled one only
         assert [d.event for d in store.list_webhook_deliveries("alice", 10)] == [events[2], events[0]]
     finally:

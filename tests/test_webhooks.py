@@ -45,12 +45,14 @@ class StoreOutbox:
     def __init__(self, state_dir: Path) -> None:
         self.store = SqliteTaskStore(str(state_dir))
         self.lock = threading.Lock()
+        self.adds = 0  # the registry's token of its outbox adds (`webhooks_added`)
 
     def add(self, events: list[OutboxEvent]) -> None:
         """What the registry's commit does: each event with its task's record, in one transaction."""
         with self.lock:
             for e in events:
                 self.store.save_task(record_of(e), events=[e])
+            self.adds += 1
 
     async def due(self, now_ms: int, limit: int, lease_until_ms: int) -> list[Delivery]:
         with self.lock:
@@ -70,6 +72,13 @@ class StoreOutbox:
         with self.lock:
             return self.store.webhook_backlog()
 
+    async def added_since(self, seen: str | None, timeout_s: float) -> str:
+        """The registry's long poll, for adds made from the test's thread: looked at every ADDS_LOOK_S."""
+        deadline = time.monotonic() + timeout_s
+        while str(self.adds) == seen and time.monotonic() < deadline:
+            await anyio.sleep(ADDS_LOOK_S)
+        return str(self.adds)
+
     def delivery(self, event_id: str) -> Delivery:
         with self.lock:
             found = [d for p in PRINCIPALS for d in self.store.list_webhook_deliveries(p, 1000)]
@@ -77,6 +86,7 @@ class StoreOutbox:
 
 
 PRINCIPALS = ("alice", "bob")
+ADDS_LOOK_S = 0.05
 
 
 def record_of(e: OutboxEvent) -> TaskRecord:
@@ -591,3 +601,58 @@ def test_the_registry_writes_each_event_with_its_change_and_the_sweep_forgets_se
         registry.close()
 
     anyio.run(scenario)
+
+
+def test_the_registry_answers_the_dispatchers_wait_when_a_change_adds_events(tmp_path):
+    from actors import TaskRegistry
+    from serve_app.config import Config
+
+    settings = Config(data_dir=str(tmp_path), sweep_interval_s=3600).registry_settings()
+    hooked = RenderRequest(
+        source_asset_uri="vidforge://assets/a_1",
+        output_format="mp4",
+        resolution="720p",
+        notify_url="https://hooks.example/h",
+    )
+
+    async def scenario() -> None:
+        registry = TaskRegistry(settings, Clock())
+        first = await registry.webhooks_added(None, timeout_s=60)  # no token yet: answered at once
+        assert await registry.webhooks_added(first, timeout_s=0.05) == first  # nothing added: after the timeout
+        task_id = (await registry.create("alice", hooked)).task.task_id
+        quiet = (await registry.create("alice", hooked.model_copy(update={"notify_url": None}))).task.task_id
+        async with anyio.create_task_group() as group:
+            answers: list[str] = []
+
+            async def wait() -> None:
+                answers.append(await registry.webhooks_added(first, timeout_s=60))
+
+            group.start_soon(wait)
+            await anyio.sleep(0.05)
+            await registry.request_input(quiet, 600)  # a change without a notify_url: no event, no answer
+            await anyio.sleep(0.05)
+            assert answers == []
+            await registry.request_input(task_id, 600)  # an input_required event: the wait ends
+        assert answers and answers[0] != first
+        registry.close()
+        # Another registry instance (a restart): any token of the old one is answered at once.
+        restarted = TaskRegistry(settings, Clock())
+        assert await restarted.webhooks_added(answers[0], timeout_s=60) != answers[0]
+        restarted.close()
+
+    anyio.run(scenario)
+
+
+def test_an_idle_dispatcher_waits_long_for_new_events_and_short_for_work(outbox, ca, tmp_path):
+    dispatch = dispatcher(outbox, ca, WebhookSecrets(None, b"k"), poll_s=1.0, max_idle_s=30.0)
+    now_ms = 1_785_333_731_000
+    empty = Backlog(pending=0, oldest_created_at_ms=None, next_due_at_ms=None)
+    assert dispatch.idle_wait_s(empty, now_ms) == 30.0  # nothing pending: new events end the wait
+    retry = Backlog(pending=1, oldest_created_at_ms=now_ms, next_due_at_ms=now_ms + 4_000)
+    assert dispatch.idle_wait_s(retry, now_ms) == 4.0  # until the retry is due
+    late = Backlog(pending=1, oldest_created_at_ms=now_ms, next_due_at_ms=now_ms - 4_000)
+    assert dispatch.idle_wait_s(late, now_ms) == 1.0  # due (its destination busy): a poll
+    far = Backlog(pending=1, oldest_created_at_ms=now_ms, next_due_at_ms=now_ms + 3_600_000)
+    assert dispatch.idle_wait_s(far, now_ms) == 30.0
+    dispatch._in_flight.add("evt_1")  # an attempt under way may end and free its destination
+    assert dispatch.idle_wait_s(empty, now_ms) == 1.0

@@ -30,7 +30,15 @@ from anyio.abc import TaskGroup
 
 from mcp_protocol.identity import server_version
 from mcp_protocol.timefmt import duration_text
-from mcp_protocol.webhook_events import EVENT_ID_HEADER, SIGNATURE_HEADER, Attempt, Delivery, DeliveryState, OutboxEvent
+from mcp_protocol.webhook_events import (
+    EVENT_ID_HEADER,
+    SIGNATURE_HEADER,
+    Attempt,
+    Backlog,
+    Delivery,
+    DeliveryState,
+    OutboxEvent,
+)
 from serve_app.importing.web_fetch import trusted_roots
 from serve_app.observability.catalog import (
     WEBHOOK_ATTEMPT_SECONDS,
@@ -69,7 +77,10 @@ class DispatchSettings:
     attempt_timeout_s: float  # VIDFORGE_WEBHOOK_ATTEMPT_TIMEOUT_S
     max_per_destination: int  # VIDFORGE_WEBHOOK_MAX_PER_DESTINATION
     backoff: Backoff = Backoff()
-    poll_s: float = 1.0  # how often the outbox is asked for due events
+    poll_s: float = 1.0  # how often the outbox is asked for due events while attempts are in flight or events due
+    # The longest wait between passes when nothing is in flight or due: new events end it at once (a long poll on
+    # the registry), so this only bounds how late a pass comes after something the dispatcher cannot see.
+    max_idle_s: float = 30.0
     batch: int = 100  # most events taken from the outbox at once
 
 
@@ -121,25 +132,39 @@ class Dispatcher:
         self._per_destination: dict[str, int] = {}  # attempts in flight, by destination_of(url)
 
     async def run(self) -> None:
-        """Deliver until cancelled. A pass that fails (the registry restarting) is logged and tried again next poll:
-        the outbox holds every event meanwhile."""
+        """Deliver until cancelled. Between passes, wait for new events (the outbox's long poll) for as long as
+        `idle_wait_s` allows: at rest one registry call per `max_idle_s` instead of two a second. A pass or wait
+        that fails (the registry restarting) is logged and tried again after a poll: the outbox holds every event
+        meanwhile."""
+        seen: str | None = None
         async with anyio.create_task_group() as group:
             while True:
                 try:
-                    await self.dispatch_due(group)
+                    backlog = await self.dispatch_due(group)
+                    seen = await self._outbox.added_since(seen, self.idle_wait_s(backlog, int(time.time() * 1000)))
                 except Exception:
                     log.exception("webhook dispatch pass failed; retrying")
-                await anyio.sleep(self._settings.poll_s)
+                    await anyio.sleep(self._settings.poll_s)
 
-    async def dispatch_due(self, group: TaskGroup) -> int:
-        """Start an attempt for each due event whose destination has a free slot; returns how many started.
+    def idle_wait_s(self, backlog: Backlog, now_ms: int) -> float:
+        """How long to wait for new events before the next pass: `poll_s` while an attempt is in flight (its end may
+        free a destination, or schedule a retry); else until the soonest pending event is due, between `poll_s`
+        and `max_idle_s`."""
+        settings = self._settings
+        if self._in_flight:
+            return settings.poll_s
+        if backlog.next_due_at_ms is None:
+            return settings.max_idle_s
+        return min(settings.max_idle_s, max(settings.poll_s, (backlog.next_due_at_ms - now_ms) / 1000))
+
+    async def dispatch_due(self, group: TaskGroup) -> Backlog:
+        """Start an attempt for each due event whose destination has a free slot; returns the backlog after it.
 
         The outbox holds what it hands out for a lease (an attempt's time and then some): an event this pass leaves
         (its destination busy) comes back after the lease, behind the rest, so the events of a slow destination
         never fill every batch; an event whose dispatcher died mid-attempt is due again when its lease ends."""
         now_ms = int(time.time() * 1000)
         lease_ms = int((self._settings.attempt_timeout_s + 2 * self._settings.poll_s + LEASE_MARGIN_S) * 1000)
-        started = 0
         for delivery in await self._outbox.due(now_ms, self._settings.batch, now_ms + lease_ms):
             event_id, destination = delivery.event.event_id, destination_of(delivery.event.url)
             busy = self._per_destination.get(destination, 0)
@@ -148,12 +173,11 @@ class Dispatcher:
             self._in_flight.add(event_id)
             self._per_destination[destination] = busy + 1
             group.start_soon(self._deliver, delivery, destination)
-            started += 1
         backlog = await self._outbox.backlog()
         WEBHOOK_OUTBOX_DEPTH.set(backlog.pending)
         oldest = backlog.oldest_created_at_ms
         WEBHOOK_OLDEST_UNDELIVERED.set(0.0 if oldest is None else max(0.0, (now_ms - oldest) / 1000))
-        return started
+        return backlog
 
     async def _deliver(self, delivery: Delivery, destination: str) -> None:
         try:

@@ -28,5 +28,10 @@ class Outbox(Protocol):
         ...
 
     async def backlog(self) -> Backlog:
-        """How many events are pending, and the oldest one's creation time."""
+        """How many events are pending, the oldest one's creation time, and when the soonest is due."""
+        ...
+
+    async def added_since(self, seen: str | None, timeout_s: float) -> str:
+        """Wait for new events: returns a token of the events added so far as soon as it differs from `seen` (a
+        token this returned before; None: at once), else after `timeout_s`."""
         ...

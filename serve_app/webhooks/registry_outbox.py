@@ -26,3 +26,6 @@ class RegistryOutbox:
 
     async def backlog(self) -> Backlog:
         return await self._registry.webhook_backlog()
+
+    async def added_since(self, seen: str | None, timeout_s: float) -> str:
+        return await self._registry.webhooks_added(seen, timeout_s)

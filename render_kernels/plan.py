@@ -48,6 +48,11 @@ def keyframe_at_or_before(keyframes: list[tuple[int, float]], frame: int) -> tup
     return keyframes[bisect_right(keyframes, (frame, math.inf)) - 1]
 
 
+def lead_in_frames(keyframes: list[tuple[int, float]], start: int) -> int:
+    """The frames a segment starting at `start` decodes before it: from the keyframe at or before it."""
+    return start - keyframe_at_or_before(keyframes, start)[0]
+
+
 def plan_segments(
     info: SourceInfo, workers: int, min_segment_s: float = 2.0, max_frames: int | None = None
 ) -> list[Segment]:
@@ -74,9 +79,11 @@ def plan_segments(
         cap = max(max_frames or info.frame_count, -(-info.frame_count // tried))
         starts = _balanced_starts(keyframes, info.frame_count, tried, cap)
         lengths = [end - start for start, end in zip(starts, [*starts[1:], info.frame_count])]
-        lead_ins = [start - keyframe_at_or_before(keyframes, start)[0] for start in starts]
         short = min(lengths) < min_frames
-        costly = LEAD_IN_COST * sum(lead_ins) > MAX_LEAD_IN_SHARE * info.frame_count
+        costly = (
+            LEAD_IN_COST * sum(lead_in_frames(keyframes, start) for start in starts)
+            > MAX_LEAD_IN_SHARE * info.frame_count
+        )
         if not (short or costly):
             break
     # Moved once the count is chosen: a cut at a keyframe only saves a lead-in, so it never changes the count.
@@ -98,8 +105,7 @@ def _balanced_starts(keyframes: list[tuple[int, float]], frame_count: int, count
         starts = [0]
         while True:
             start = starts[-1]
-            lead_in = start - keyframe_at_or_before(keyframes, start)[0]
-            end = start + min(cap, math.floor(budget - LEAD_IN_COST * lead_in))
+            end = start + min(cap, math.floor(budget - LEAD_IN_COST * lead_in_frames(keyframes, start)))
             if end >= frame_count:
                 return starts
             if end <= start or len(starts) == count:
@@ -120,7 +126,7 @@ def _balanced_starts(keyframes: list[tuple[int, float]], frame_count: int, count
 
 def _work(keyframes: list[tuple[int, float]], start: int, end: int) -> float:
     """What segment [start, end) costs: its frames, and its lead-in at LEAD_IN_COST a frame."""
-    return end - start + LEAD_IN_COST * (start - keyframe_at_or_before(keyframes, start)[0])
+    return end - start + LEAD_IN_COST * lead_in_frames(keyframes, start)
 
 
 def _cuts_at_keyframes(
@@ -133,7 +139,8 @@ def _cuts_at_keyframes(
     moved = starts[:1]
     for cut, end in zip(starts[1:], ends[1:]):
         before = keyframe_at_or_before(keyframes, cut)[0]
-        after = next((frame for frame, _ in keyframes if frame > cut), frame_count)
+        later = bisect_right(keyframes, (cut, math.inf))
+        after = keyframes[later][0] if later < len(keyframes) else frame_count
         fitting = [
             frame
             for frame in (before, after)

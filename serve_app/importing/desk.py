@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
-import time
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from mcp_protocol.domain import TaskStatus
 from mcp_protocol.envelope import VidforgeError, tool_error_result
 from mcp_protocol.imports import IMPORT_TASK_PREFIX, ImportedAsset, ImportJob, imported_result
 from mcp_protocol.json_types import JSONObject
+from mcp_protocol.timefmt import now_ms
 from media_store import is_storage_fault
 from render_kernels import UnsupportedMedia
 from serve_app.config import Config
@@ -60,10 +60,6 @@ class ImportsAtCapacity(Exception):
 def new_import_id() -> str:
     """Opaque and unguessable, as a render's task id: 130 random bits."""
     return IMPORT_TASK_PREFIX + base64.b32encode(secrets.token_bytes(17)).decode().lower()[:26]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -114,7 +110,7 @@ class ImportDesk:
         active = sum(1 for held in self.imports.values() if held.principal == principal and not held.status.terminal)
         if active >= self.config.max_imports:
             raise ImportsAtCapacity(active, self.config.max_imports)
-        now = _now_ms()
+        now = now_ms()
         held = _Import(new_import_id(), principal, source, now, now)
         self.imports[held.task_id] = held
         run = asyncio.get_running_loop().create_task(self._run(held))
@@ -185,7 +181,7 @@ class ImportDesk:
         async with aclosing(source) as chunks:  # closed at once when the store stops reading (a limit, a cancel)
             async for chunk in chunks:
                 held.received += len(chunk)
-                held.updated_at_ms = _now_ms()
+                held.updated_at_ms = now_ms()
                 yield chunk
         held.transferred = True
         transferred()
@@ -226,7 +222,7 @@ class ImportDesk:
             fps=facts.get("fps"),
             video_codec=facts.get("video_codec"),
             audio_codec=facts.get("audio_codec"),
-            expires_at_ms=_now_ms() + self.config.asset_retention_s * 1000,
+            expires_at_ms=now_ms() + self.config.asset_retention_s * 1000,
         )
 
     @staticmethod
@@ -236,7 +232,7 @@ class ImportDesk:
     # -- the table -----------------------------------------------------------------------------------------------
 
     def _end(self, held: _Import, status: TaskStatus, result: JSONObject | None) -> None:
-        held.status, held.result, held.updated_at_ms = status, result, _now_ms()
+        held.status, held.result, held.updated_at_ms = status, result, now_ms()
         held.ended.set()
 
     def _job(self, held: _Import) -> ImportJob:
@@ -258,7 +254,7 @@ class ImportDesk:
 
     def _forget_expired(self) -> None:
         """Ended imports past the task TTL go: `tasks/get` answers them as unknown, as ext-tasks allows."""
-        cutoff = _now_ms() - self.config.task_ttl_ms
+        cutoff = now_ms() - self.config.task_ttl_ms
         for task_id in [k for k, held in self.imports.items() if held.status.terminal and held.created_at_ms < cutoff]:
             del self.imports[task_id]
 

@@ -56,6 +56,7 @@ from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.errors import over_time_limit
 from mcp_protocol.progress import RenderProgress
+from mcp_protocol.timefmt import now_ms
 from media_store.artifacts import discard, final_key, poster_key, preview_key, source_frame_key
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
 from serve_app.config import Config
@@ -316,7 +317,7 @@ class RenderSupervisor:
             ext=request.output_format,
             size_bytes=stats.size_bytes,
             duration_s=stats.duration_s,
-            finished_at_ms=int(time.time() * 1000),
+            finished_at_ms=now_ms(),
             width=stats.width,
             height=stats.height,
         )

@@ -29,7 +29,7 @@ import httpx2
 from anyio.abc import TaskGroup
 
 from mcp_protocol.identity import server_version
-from mcp_protocol.timefmt import duration_text
+from mcp_protocol.timefmt import duration_text, now_ms
 from mcp_protocol.webhook_events import (
     EVENT_ID_HEADER,
     SIGNATURE_HEADER,
@@ -141,12 +141,12 @@ class Dispatcher:
             while True:
                 try:
                     backlog = await self.dispatch_due(group)
-                    seen = await self._outbox.added_since(seen, self.idle_wait_s(backlog, int(time.time() * 1000)))
+                    seen = await self._outbox.added_since(seen, self.idle_wait_s(backlog, now_ms()))
                 except Exception:
                     log.exception("webhook dispatch pass failed; retrying")
                     await anyio.sleep(self._settings.poll_s)
 
-    def idle_wait_s(self, backlog: Backlog, now_ms: int) -> float:
+    def idle_wait_s(self, backlog: Backlog, at_ms: int) -> float:
         """How long to wait for new events before the next pass: `poll_s` while an attempt is in flight (its end may
         free a destination, or schedule a retry); else until the soonest pending event is due, between `poll_s`
         and `max_idle_s`."""
@@ -155,7 +155,7 @@ class Dispatcher:
             return settings.poll_s
         if backlog.next_due_at_ms is None:
             return settings.max_idle_s
-        return min(settings.max_idle_s, max(settings.poll_s, (backlog.next_due_at_ms - now_ms) / 1000))
+        return min(settings.max_idle_s, max(settings.poll_s, (backlog.next_due_at_ms - at_ms) / 1000))
 
     async def dispatch_due(self, group: TaskGroup) -> Backlog:
         """Start an attempt for each due event whose destination has a free slot; returns the backlog after it.
@@ -163,9 +163,9 @@ class Dispatcher:
         The outbox holds what it hands out for a lease (an attempt's time and then some): an event this pass leaves
         (its destination busy) comes back after the lease, behind the rest, so the events of a slow destination
         never fill every batch; an event whose dispatcher died mid-attempt is due again when its lease ends."""
-        now_ms = int(time.time() * 1000)
+        now = now_ms()
         lease_ms = int((self._settings.attempt_timeout_s + 2 * self._settings.poll_s + LEASE_MARGIN_S) * 1000)
-        for delivery in await self._outbox.due(now_ms, self._settings.batch, now_ms + lease_ms):
+        for delivery in await self._outbox.due(now, self._settings.batch, now + lease_ms):
             event_id, destination = delivery.event.event_id, destination_of(delivery.event.url)
             busy = self._per_destination.get(destination, 0)
             if event_id in self._in_flight or busy >= self._settings.max_per_destination:
@@ -176,7 +176,7 @@ class Dispatcher:
         backlog = await self._outbox.backlog()
         WEBHOOK_OUTBOX_DEPTH.set(backlog.pending)
         oldest = backlog.oldest_created_at_ms
-        WEBHOOK_OLDEST_UNDELIVERED.set(0.0 if oldest is None else max(0.0, (now_ms - oldest) / 1000))
+        WEBHOOK_OLDEST_UNDELIVERED.set(0.0 if oldest is None else max(0.0, (now - oldest) / 1000))
         return backlog
 
     async def _deliver(self, delivery: Delivery, destination: str) -> None:
@@ -192,19 +192,19 @@ class Dispatcher:
         event = delivery.event
         deadline_ms = event.created_at_ms + int(self._settings.max_age_s * 1000)
         too_old = f"older than {MAX_AGE_SETTING} ({duration_text(self._settings.max_age_s)}); last error: "
-        if time.time() * 1000 >= deadline_ms:  # due long ago (the server was down): no attempt this late
+        if now_ms() >= deadline_ms:  # due long ago (the server was down): no attempt this late
             outcome = _Outcome(DeliveryState.GAVE_UP, too_old + str(delivery.last_error))
         else:
             started = time.monotonic()
             outcome = await self._attempt(event)
             WEBHOOK_ATTEMPT_SECONDS.observe(time.monotonic() - started)
-        now_ms = int(time.time() * 1000)
-        state, error, next_ms = outcome.state, outcome.error, now_ms
+        attempted_ms = now_ms()
+        state, error, next_ms = outcome.state, outcome.error, attempted_ms
         if state is DeliveryState.PENDING:
             wait_s = (
                 outcome.wait_s if outcome.wait_s is not None else self._settings.backoff.delay_s(delivery.attempts + 1)
             )
-            next_ms = now_ms + int(wait_s * 1000)
+            next_ms = attempted_ms + int(wait_s * 1000)
             if next_ms >= deadline_ms:
                 state, error = DeliveryState.GAVE_UP, too_old + str(error)
         WEBHOOK_DELIVERIES.inc(outcome="retried" if state is DeliveryState.PENDING else state.value)
@@ -214,7 +214,7 @@ class Dispatcher:
                 level, "webhook %s to %s not delivered (%s): %s", event.event_id, _host(event.url), state.value, error
             )
         await self._outbox.record_attempt(
-            event.event_id, Attempt(state=state, at_ms=now_ms, next_attempt_at_ms=next_ms, error=error)
+            event.event_id, Attempt(state=state, at_ms=attempted_ms, next_attempt_at_ms=next_ms, error=error)
         )
 
     async def _attempt(self, event: OutboxEvent) -> _Outcome:

@@ -18,6 +18,9 @@ from .plan import Segment, keyframe_at_or_before
 from .source_info import SourceInfo
 from .spec import RenderSpec
 
+# zlib's fastest level for the preview PNGs: a 1280x720 picture in 0.02 CPU-s, where FFmpeg's default took 0.10
+# for 27 % fewer bytes (605 against 443 KB); it is made beside segments that want the CPU, and read once or twice.
+PNG_COMPRESSION_LEVEL = 1
 PREVIEW_AT = 1 / 3  # fraction of the frames: past any intro, well before the credits
 # A segment makes the preview when the preview's frame is at most this far (source seconds) into the frames it
 # encodes: it is then ready within seconds of the segment's start, as a picture task's would be.
@@ -69,6 +72,7 @@ def png_of(picture: av.VideoFrame, colorspace: int) -> bytes:
     encoder = av.CodecContext.create("png", "w")
     encoder.width, encoder.height, encoder.pix_fmt = rgb.width, rgb.height, "rgb24"
     encoder.time_base = Fraction(1, 1)
+    encoder.options = {"compression_level": str(PNG_COMPRESSION_LEVEL)}
     rgb.pts = None
     return b"".join(bytes(p) for p in encoder.encode(rgb) + encoder.encode(None))
 

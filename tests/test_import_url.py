@@ -633,6 +633,27 @@ def default_server(tmp_path_factory, import_ca):
         yield proc
 
 
+def desk_processes(server: ServerProcess) -> list[int]:
+    return [pid for pid, title in server.processes() if title.startswith("ray::ImportDesk")]
+
+
+@pytest.mark.ray
+def test_the_import_desk_starts_with_the_first_import(default_server, import_ca):
+    """A server that imports nothing runs no process for it: asking about an import starts none (and answers as
+    for any unknown task); the first import starts the desk, which answers from then on."""
+    tasks = Wire(default_server.url, tasks=True)
+    try:
+        unknown = tasks.task("tasks/get", "import_0000000000000000000000000a")
+        assert unknown["error"]["code"] == -32602, unknown
+        assert desk_processes(default_server) == []
+        created = tasks.tool(IMPORT, {"url": "https://10.0.0.1/clip.mp4"})  # refused by the desk: it runs now
+        ended = poll_task(tasks, created["taskId"], lambda t: t["status"] in TERMINAL)
+        assert ended["result"]["structuredContent"]["code"] == "import_refused", ended
+        assert len(desk_processes(default_server)) == 1
+    finally:
+        tasks.close()
+
+
 @pytest.mark.ray
 def test_the_default_settings_refuse_loopback_metadata_private_and_plain_http(default_server, import_ca):
     v4 = Origin("127.0.0.1", import_ca, {"/clip.mp4": Answer(body=SECRET.encode())})

@@ -54,6 +54,10 @@ def deliveries(server: ServerProcess) -> list[dict]:
     return list(answer.json()["items"])
 
 
+def dispatchers(server: ServerProcess) -> list[int]:
+    return [pid for pid, title in server.processes() if title.startswith("ray::WebhookDispatcher")]
+
+
 def bodies(receiver: Receiver, render_id: str) -> list[dict]:
     return [body for r in list(receiver.received) if (body := json.loads(r.body))["task_id"] == render_id]
 
@@ -67,6 +71,9 @@ def test_each_event_of_a_render_is_delivered_once_signed_with_the_callers_metada
             long = upload(server, make_clip(str(tmp_path / "long.mp4"), seconds=120.0, width=160, height=90), TOKEN)
             logo = upload(server, make_watermark_png(str(tmp_path / "logo.png")), TOKEN)
             hook = receiver.url("/hook")
+            plain = wire.tool(RENDER, {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"})
+            assert plain["structuredContent"]["render_id"]
+            assert dispatchers(server) == []  # nothing to deliver yet: no process for it
 
             watermarked = render(wire, source, hook, watermark={"image_asset_uri": logo})
             (asked,) = wait_until(lambda: bodies(receiver, watermarked), DELIVERY_S, message="render.input_required")
@@ -133,3 +140,32 @@ def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_r
         server.kill()
         if back is not None:
             back.stop()
+
+
+def test_a_render_with_a_destination_running_when_the_server_is_killed_is_delivered_after_its_restart(tmp_path, ca):
+    """Nothing pending in the outbox at the restart, but a render that will notify is still running: the restarted
+    server starts the dispatcher (it starts none while nothing may be delivered), and the render's end arrives."""
+    receiver = Receiver(ca)
+    server = hooked_server(tmp_path, ca).start()
+    try:
+        wire = Wire(server.url, token=TOKEN)
+        long = upload(server, make_clip(str(tmp_path / "long.mp4"), seconds=60.0, width=160, height=90), TOKEN)
+        render_id = render(wire, long, receiver.url("/hook"))
+        wait_until(
+            lambda: (
+                wire.tool("vidforge_get_render_status", {"render_id": render_id})["structuredContent"]["state"]
+                == "rendering"
+            ),
+            DELIVERY_S,
+            message="the render under way",
+        )
+        wire.close()
+        wait_until(lambda: dispatchers(server), DELIVERY_S, message="the dispatcher started by the render")
+        assert deliveries(server) == []
+        server.kill()  # SIGKILL: the server, its Ray, the render and the dispatcher
+        server.start()
+        (ended,) = wait_until(lambda: bodies(receiver, render_id), 4 * DELIVERY_S, message="render.completed")
+        assert ended["type"] == "render.completed" and ended["state"] == "succeeded"
+    finally:
+        server.kill()
+        receiver.stop()

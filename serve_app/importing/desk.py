@@ -273,22 +273,43 @@ _IN_PROCESS: type[ImportDeskApi] = ImportDesk  # mypy checks the desk's signatur
 
 class DeskClient(ActorClient):
     """The cluster's import desk actor, as an `ImportDeskApi` (`ActorClient.answer`: ImportsAtCapacity arrives as
-    itself, the actor out of reach as `ActorUnavailable`)."""
+    itself, the actor out of reach as `ActorUnavailable`).
+
+    The desk starts with the cluster's first import, not with the server: a server that imports nothing runs no
+    process for it (every Python process of Ray's wakes 100 times a second, ~0.006 CPU-s per second at rest, CPU
+    that renders then do not get). Once started it stays, found by name. Until then nothing is held, so a question
+    about an import answers None without starting it."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(None, "import desk")
+        self._config = config
 
     async def start(self, principal: str, source: ImportSource) -> ImportJob:
+        if self.handle is None:  # created, or found when another replica has created it
+            options = singleton_actor_options(IMPORT_DESK_NAME, self._config.namespace)
+            self.handle = ray.remote(ImportDesk).options(**options).remote(self._config.to_json())
         return cast(ImportJob, await self.answer(self.handle.start.remote(principal, source)))
 
     async def get(self, principal: str, task_id: str) -> ImportJob | None:
+        if not self._found():
+            return None
         return cast(ImportJob | None, await self.answer(self.handle.get.remote(principal, task_id)))
 
     async def wait(self, principal: str, task_id: str) -> ImportJob | None:
+        if not self._found():
+            return None
         return cast(ImportJob | None, await self.answer(self.handle.wait.remote(principal, task_id)))
 
     async def cancel(self, principal: str, task_id: str) -> ImportJob | None:
+        if not self._found():
+            return None
         return cast(ImportJob | None, await self.answer(self.handle.cancel.remote(principal, task_id)))
 
-
-def open_import_desk(config: Config) -> DeskClient:
-    """The cluster's import desk (created on first use, found by name after), on the head beside the registry."""
-    handle = ray.remote(ImportDesk).options(**singleton_actor_options(IMPORT_DESK_NAME, config.namespace))
-    return DeskClient(handle.remote(config.to_json()), "import desk")
+    def _found(self) -> bool:
+        """Whether the desk runs (has been started by any replica), its handle then held."""
+        if self.handle is None:
+            try:
+                self.handle = ray.get_actor(IMPORT_DESK_NAME, namespace=self._config.namespace)
+            except ValueError:  # no actor of that name: no import has been started
+                return False
+        return True

@@ -20,7 +20,7 @@ class DeskImports:
     def __init__(self, config: Config, desk: ImportDeskApi) -> None:
         self.config = config
         self.guard = AddressGuard.of(config.import_allow_hosts)
-        self.desk = desk  # the cluster's (desk.open_import_desk), or one in this process
+        self.desk = desk  # the cluster's (desk.DeskClient), or one in this process
 
     async def start(self, principal: str, url: str) -> ImportJob:
         try:

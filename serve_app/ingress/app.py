@@ -30,7 +30,7 @@ from starlette.routing import Mount, Route
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.server import VidforgeServer
 from serve_app.config import Config
-from serve_app.importing.desk import open_import_desk
+from serve_app.importing.desk import DeskClient
 from serve_app.importing.service import DeskImports
 from serve_app.ingress.admission import Admission, AdmissionGuard
 from serve_app.ingress.auth import bearer_backend
@@ -67,7 +67,7 @@ def build_app(
     service: RayRenderService, config: Config, tokens: dict[str, str] | None, admission: Admission
 ) -> Starlette:
     """The replica's app: `/mcp` on `service` (the MCP server), the file routes, and their guards."""
-    mcp = VidforgeServer(service, config, DeskImports(config, open_import_desk(config)))  # imports by URL
+    mcp = VidforgeServer(service, config, DeskImports(config, DeskClient(config)))  # imports by URL
     manager = StreamableHTTPSessionManager(app=mcp.server, json_response=True, stateless=True)
 
     @contextlib.asynccontextmanager

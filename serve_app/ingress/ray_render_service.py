@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 
@@ -44,6 +44,7 @@ from serve_app.media.assets import Asset, AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal
 from serve_app.observability.catalog import REFUSALS
 from serve_app.rendering.supervisor import supervisor_client
+from serve_app.webhooks.host import DeliveryStart
 from serve_app.webhooks.submission import NotifyTargets
 
 REGISTRY_RETRY_AFTER_S = 5  # a hint: a restarted registry answers within seconds
@@ -76,7 +77,14 @@ class RegistryRenderService:
     """The render service over the task registry and the media store; no render is started here (that is
     `RayRenderService`'s supervisor: a task created here waits, non-terminal, for a renderer)."""
 
-    def __init__(self, config: Config, registry: RegistryApi, assets: AssetStore) -> None:
+    def __init__(
+        self,
+        config: Config,
+        registry: RegistryApi,
+        assets: AssetStore,
+        on_destination: Callable[[], None] | None = None,
+    ) -> None:
+        """`on_destination`: called before a render with a webhook destination is created (NotifyTargets)."""
         self.config = config
         self.assets = assets
         self.upload_limits = UploadLimits(config.max_asset_bytes, config.asset_retention_s)
@@ -84,7 +92,7 @@ class RegistryRenderService:
         self.records = RecordMirror(registry, config.record_mirror_size)
         self.review_links = ReviewLinks(config)
         self.watch_links = WatchLinks(config)
-        self.notify_targets = NotifyTargets(config)
+        self.notify_targets = NotifyTargets(config, on_destination=on_destination)
         transfers = self.assets.media.direct_transfers
         self.direct_uploads = DirectUploads(config, self.assets, transfers)
         # Downloads straight from the bucket (VIDFORGE_DIRECT_TRANSFERS); None: the replica serves the bytes.
@@ -288,7 +296,8 @@ class RayRenderService(RegistryRenderService):
     of a task still running is applied by the supervisor at once, also when no driver holds the task."""
 
     def __init__(self, config: Config) -> None:
-        super().__init__(config, registry_client(config), AssetStore(config))
+        # A render with a destination starts the cluster's webhook dispatcher (serve_app.webhooks.host).
+        super().__init__(config, registry_client(config), AssetStore(config), DeliveryStart(config, ReviewLinks))
         self.supervisor: SupervisorApi = supervisor_client(config)
         self._starting: set[asyncio.Future[None]] = set()  # supervisor starts sent and not yet answered
 

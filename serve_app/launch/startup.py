@@ -3,8 +3,8 @@ Serve application builder that `serve deploy` and a KubeRay RayService call (ser
 
 First the settings that must not start are refused (`check_settings`), then, on the connected cluster, a bucket
 must answer a Ray worker (`check_media_from_worker`: what the ingress replicas and the render tasks will see, not
-only this process), then the cluster's singletons come up (`start_backend`: the registry, the render supervisor and
-the webhook dispatcher). Both are safe to repeat: the singletons are found when they already run, so a redeploy of
+only this process), then the cluster's singletons come up (`start_backend`: the registry, the render supervisor and,
+when there are webhooks to deliver, the dispatcher). Both are safe to repeat: the singletons are found when they already run, so a redeploy of
 the Serve config changes only the ingress.
 """
 
@@ -14,6 +14,7 @@ import asyncio
 
 import ray
 
+from actors import RegistryApi
 from actors.handle import REGISTRY_NAME
 from actors.open_store import state_owned_elsewhere
 from media_store import MediaStore, StorageUrlError
@@ -110,7 +111,17 @@ async def _start_singletons(config: Config, media: MediaStore, running: bool) ->
         removed = await remove_leftovers(media, registry.known_task_ids)
     # Resumes renders that were in flight when the server last stopped, before accepting new ones.
     await supervisor_client(config).ready()
-    # Delivers the webhook events pending in the registry's outbox, and every later one, apart from the requests.
-    # With the review-link key: it mints the input_required event's link and derives the principals' secrets.
-    start_dispatcher(with_review_key(config), ReviewLinks)
+    # Delivers the webhook events pending in the registry's outbox, and every later one, apart from the requests:
+    # started here when there is something to deliver, else by the first render given a destination
+    # (serve_app.webhooks.host). With the review-link key: it mints the input_required event's link and derives
+    # the principals' secrets.
+    if await _webhooks_to_deliver(registry):
+        start_dispatcher(with_review_key(config), ReviewLinks)
     return removed
+
+
+async def _webhooks_to_deliver(registry: RegistryApi) -> bool:
+    """Whether the outbox holds undelivered events, or a render that has a destination may still add some."""
+    if (await registry.webhook_backlog()).pending:
+        return True
+    return any(record.request.notify_url is not None for record in await registry.nonterminal())

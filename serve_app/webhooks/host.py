@@ -6,6 +6,12 @@ Detached and restarted forever like the registry and the supervisor (`actors.han
 outlives the process that started it; a restarted one (the actor's process killed, the whole server restarted)
 finds the pending events in the registry's durable outbox and goes on: an attempt cut short is due again when its
 lease ends.
+
+Started when there is something to deliver, not with every server: each Python process of Ray's wakes 100 times a
+second (~0.006 CPU-s per second at rest), CPU that renders then do not get. Only a render with a destination (its
+caller's notify_url or its principal's default) has events, so the dispatcher starts when a replica settles the
+first such render's destination, before the task exists (`DeliveryStart`), and when `vidforge serve` starts with
+events pending or a render with a destination still running (`start_backend`). Once started it stays.
 """
 
 from __future__ import annotations
@@ -75,3 +81,19 @@ def start_dispatcher(config: Config, review_links: Callable[[Config], RoundLinks
     ray.remote(WebhookDispatcher).options(**singleton_actor_options(DISPATCHER_NAME, config.namespace)).remote(
         config.to_json(), review_links
     )
+
+
+class DeliveryStart:
+    """`start_dispatcher`, once per process: called each time a render is given a destination (a lookup of the
+    actor by name costs a round trip to Ray's GCS), it asks only the first time; the dispatcher, once started,
+    is restarted by Ray whenever it is lost."""
+
+    def __init__(self, config: Config, review_links: Callable[[Config], RoundLinks]) -> None:
+        self._config = config
+        self._review_links = review_links
+        self._asked = False
+
+    def __call__(self) -> None:
+        if not self._asked:
+            start_dispatcher(self._config, self._review_links)
+            self._asked = True

@@ -4,6 +4,8 @@ from the secrets file (the operator's, checked at each delivery like any other).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mcp_protocol import errors
 from mcp_protocol.catalog import RENDER_TOOL
 from mcp_protocol.domain import RenderRequest
@@ -15,13 +17,28 @@ from serve_app.webhooks.secrets import WebhookSecrets
 
 
 class NotifyTargets:
-    def __init__(self, config: Config, resolver: Resolver = system_resolver) -> None:
+    """Settles destinations; `on_destination` is called before a render with one is created (on a cluster:
+    serve_app.webhooks.host.DeliveryStart, which starts the dispatcher)."""
+
+    def __init__(
+        self,
+        config: Config,
+        resolver: Resolver = system_resolver,
+        on_destination: Callable[[], None] | None = None,
+    ) -> None:
         self.guard = DestinationGuard(config.webhook_allow_hosts, resolver)
         self.secrets = WebhookSecrets(config.webhook_secrets_file, config.review_key)
+        self.on_destination = on_destination
 
     async def settled(self, principal: str, request: RenderRequest) -> RenderRequest:
         """`request` with its destination: the caller's notify_url once the guard allows it, else the principal's
         default (None: no webhooks). Raises `invalid_argument` on `notify_url`."""
+        settled = await self._settled(principal, request)
+        if settled.notify_url is not None and self.on_destination is not None:
+            self.on_destination()
+        return settled
+
+    async def _settled(self, principal: str, request: RenderRequest) -> RenderRequest:
         url = request.notify_url
         if url is None:
             default = self.secrets.default_url(principal)

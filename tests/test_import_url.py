@@ -324,8 +324,8 @@ def test_a_certificate_that_does_not_verify_is_not_trusted(origin):
 
 @pytest.mark.anyio
 async def test_a_fetch_and_the_origins_stop_are_not_held_up_by_a_client_silent_mid_handshake(ca):
-    """A client that connected and never finished its TLS handshake: what an import cancelled mid-handshake leaves
-    behind (its HTTP client closes the connection on an error there, not on a cancel). The origin an import test
+    """A client that connected and never finished its TLS handshake (what an import cancelled mid-handshake left
+    behind before it closed its connection, and what any client may do). The origin an import test
     fetches from still answers the next client and still stops; it used to handshake as it accepted, so one such
     client held up every later fetch and the test's teardown for good."""
     server = Origin("127.0.0.1", ca, {"/clip.mp4": Answer(body=b"the file's bytes")})
@@ -339,6 +339,64 @@ async def test_a_fetch_and_the_origins_stop_are_not_held_up_by_a_client_silent_m
         stopping.join(WAIT_S)
         silent.close()
     assert not stopping.is_alive(), "the origin did not stop"
+
+
+class SilentTls:
+    """A host that takes connections and never says a word of TLS: what a fetch meets at a server that stalls its
+    handshake on purpose."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.accepted.append(self.listener.accept()[0])
+            except OSError:  # closed
+                return
+
+    def open_to_it(self) -> int:
+        """How many of this process's sockets are still connected to it."""
+        return sum(1 for connection in self.accepted if _peer_still_there(connection))
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.accepted:
+            connection.close()
+
+
+def _peer_still_there(connection: socket.socket) -> bool:
+    """Whether the client end of `connection` is still open: past what it sent (its TLS hello), a closed one reads
+    as the end of the stream, an open one has nothing more to read."""
+    connection.setblocking(False)
+    try:
+        while connection.recv(65536):
+            pass
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.anyio
+async def test_an_import_cancelled_mid_handshake_closes_its_connection(ca):
+    """A fetch cancelled while the TLS handshake waits (the import's time limit, or its cancel) closes its socket:
+    one left open would stay registered in the desk's event loop for as long as the host keeps the connection, so
+    a host that stalls every handshake could use up the desk's file descriptors one import at a time."""
+    host = SilentTls()
+    try:
+        web = fetcher(ca, "127.0.0.1/32")
+        for _ in range(3):
+            with anyio.move_on_after(0.5):
+                await _read(web.chunks(f"https://127.0.0.1:{host.port}/clip.mp4"))
+        wait_until(lambda: len(host.accepted) == 3, WAIT_S, message="three connections")
+        wait_until(lambda: host.open_to_it() == 0, WAIT_S, message="every connection closed by the fetch")
+    finally:
+        host.close()
 
 
 @pytest.mark.slow  # a real S3 server process (moto)

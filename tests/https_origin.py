@@ -8,8 +8,9 @@ the path, the Host header, the TLS server name and the address the connection ca
 carries `SECRET` in a header and in the body, so a test can show that none of it reaches an error.
 
 Each connection's TLS handshake runs in that connection's own thread, within `HANDSHAKE_S`: a client that goes
-silent mid-handshake (one cancelled there, whose socket is left open) holds up neither the other connections nor
-`stop`, as it would if the listening thread did the handshake as it accepts.
+silent mid-handshake holds up neither the other connections nor `stop`, as it would if the listening thread did the
+handshake as it accepts. `SilentTls` is the other side of that: a host that stalls every handshake, which tells
+whether a client cancelled there closed its connection.
 """
 
 from __future__ import annotations
@@ -193,3 +194,44 @@ class Origin:
         self._released.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+class SilentTls:
+    """A host that takes connections and never says a word of TLS: what a fetch meets at a server that stalls its
+    handshake on purpose."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.accepted.append(self.listener.accept()[0])
+            except OSError:  # closed
+                return
+
+    def open_to_it(self) -> int:
+        """How many of this process's sockets are still connected to it."""
+        return sum(1 for connection in self.accepted if _peer_still_there(connection))
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.accepted:
+            connection.close()
+
+
+def _peer_still_there(connection: socket.socket) -> bool:
+    """Whether the client end of `connection` is still open: past what it sent (its TLS hello), a closed one reads
+    as the end of the stream, an open one has nothing more to read."""
+    connection.setblocking(False)
+    try:
+        while connection.recv(65536):
+            pass
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False

@@ -32,12 +32,13 @@ from serve_app.config import Config
 from serve_app.importing.address_guard import AddressGuard, refused_kind, system_resolver
 from serve_app.importing.desk import ImportDesk, ImportsAtCapacity
 from serve_app.importing.failures import ImportRefused, ImportUnavailable
+from serve_app.importing.outbound import trusted_roots
 from serve_app.importing.sources import BucketSource, WebSource, bucket_chunks, source_of
-from serve_app.importing.web_fetch import FetchLimits, WebFetch, trusted_roots
+from serve_app.importing.web_fetch import FetchLimits, WebFetch
 from serve_app.media.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
 from tests.fast_wire import fast_wire
 from tests.harness import TERMINAL, ServerProcess, Wire, poll_status, poll_task, wait_until
-from tests.https_origin import SECRET, Answer, CertificateAuthority, Origin
+from tests.https_origin import SECRET, Answer, CertificateAuthority, Origin, SilentTls
 from tests.media import decode_all, make_clip
 
 MIB = 1024 * 1024
@@ -339,47 +340,6 @@ async def test_a_fetch_and_the_origins_stop_are_not_held_up_by_a_client_silent_m
         stopping.join(WAIT_S)
         silent.close()
     assert not stopping.is_alive(), "the origin did not stop"
-
-
-class SilentTls:
-    """A host that takes connections and never says a word of TLS: what a fetch meets at a server that stalls its
-    handshake on purpose."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                self.accepted.append(self.listener.accept()[0])
-            except OSError:  # closed
-                return
-
-    def open_to_it(self) -> int:
-        """How many of this process's sockets are still connected to it."""
-        return sum(1 for connection in self.accepted if _peer_still_there(connection))
-
-    def close(self) -> None:
-        self.listener.close()
-        for connection in self.accepted:
-            connection.close()
-
-
-def _peer_still_there(connection: socket.socket) -> bool:
-    """Whether the client end of `connection` is still open: past what it sent (its TLS hello), a closed one reads
-    as the end of the stream, an open one has nothing more to read."""
-    connection.setblocking(False)
-    try:
-        while connection.recv(65536):
-            pass
-        return False
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
 
 
 @pytest.mark.anyio

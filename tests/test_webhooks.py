@@ -35,7 +35,7 @@ from serve_app.webhooks.dispatcher import Backoff, Dispatcher, DispatchSettings,
 from serve_app.webhooks.secrets import WebhookSecrets, derived_secret
 from serve_app.webhooks.signing import signature_header
 from tests.harness import wait_until
-from tests.https_origin import CertificateAuthority
+from tests.https_origin import CertificateAuthority, SilentTls
 
 
 class StoreOutbox:
@@ -367,6 +367,24 @@ async def test_a_hanging_receiver_is_bounded_and_does_not_hold_up_other_destinat
         assert all(d.state == "pending" and d.last_error == "no answer within 3 s" for d in timed_out)
     finally:
         slow.stop()
+
+
+@pytest.mark.anyio
+async def test_an_attempt_timed_out_mid_handshake_closes_its_connection(ca, outbox):
+    """A receiver that never finishes a TLS handshake: each attempt ends at the attempt timeout and closes its
+    socket. One left open would stay in the dispatcher, whose deliveries every tenant shares, for as long as the
+    receiver kept the connection."""
+    host = SilentTls()
+    try:
+        stalled = event(f"https://127.0.0.1:{host.port}/hook")
+        outbox.add([stalled])
+        dispatch = dispatcher(outbox, ca, WebhookSecrets(None, "k" * 32), attempt_timeout_s=0.5)
+        await run_until(dispatch, lambda: outbox.delivery(stalled.event_id).attempts >= 2, message="two attempts")
+        assert outbox.delivery(stalled.event_id).last_error == "no answer within 0.5 s"
+        wait_until(lambda: host.open_to_it() == 0, 30, message="every attempt's connection closed")
+        assert len(host.accepted) >= 2
+    finally:
+        host.close()
 
 
 @pytest.mark.anyio

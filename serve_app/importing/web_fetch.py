@@ -12,29 +12,24 @@ refused before the body is read; the store counts the bytes as they arrive (serv
 What a failure says is this module's own words: the rule broken, the host, the HTTP status code. The remote's
 headers and body never reach an error or a log line.
 
-A fetch cancelled while its TLS handshake waits (the import's time limit, its cancel) closes its connection
-(`_CancelClosesTls`): httpcore closes one on an error there, not on a cancel, and the socket then stayed open and
-registered in the desk's event loop for as long as the host kept the connection, so a host that stalls every
-handshake could use up the desk's file descriptors one import at a time.
+Its connections close when the import is cancelled mid-handshake (serve_app.importing.outbound).
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncGenerator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
 from urllib.parse import unquote
 
-import anyio
-import httpcore2
 import httpx2
 
 from mcp_protocol.identity import server_version
 from serve_app.importing.address_guard import AddressGuard
 from serve_app.importing.failures import ImportRefused, ImportUnavailable
+from serve_app.importing.outbound import OutboundTransport, trusted_roots
 from serve_app.media.assets import AssetTooLarge
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -68,11 +63,6 @@ def web_target(url: str | httpx2.URL, guard: AddressGuard) -> httpx2.URL:
     return target
 
 
-def trusted_roots() -> ssl.SSLContext:
-    """The certificate authorities imports trust: the system's, or the bundle SSL_CERT_FILE / SSL_CERT_DIR name."""
-    return httpcore2.default_ssl_context()
-
-
 def _tls_unverified(exc: BaseException) -> bool:
     seen: BaseException | None = exc
     while seen is not None:
@@ -97,66 +87,6 @@ def _network_failures(host: str) -> Iterator[None]:
         raise ImportUnavailable(f"the connection to {host} broke off") from None
 
 
-class _ClosedOnCancel(httpcore2.AsyncNetworkStream):
-    """A connection whose TLS handshake, if cancelled, closes it before the cancel goes on; otherwise httpcore's."""
-
-    def __init__(self, stream: httpcore2.AsyncNetworkStream) -> None:
-        self._stream = stream
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._stream.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._stream.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore2.AsyncNetworkStream:
-        try:
-            return await self._stream.start_tls(ssl_context, server_hostname, timeout)
-        except BaseException:  # a cancel, which httpcore lets through with the socket open
-            with anyio.CancelScope(shield=True):
-                await self._stream.aclose()
-            raise
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _CancelClosesTls(httpcore2.AsyncNetworkBackend):
-    """httpcore's asyncio backend (anyio's), its connections `_ClosedOnCancel`."""
-
-    def __init__(self) -> None:
-        self._backend = httpcore2.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        return _ClosedOnCancel(await self._backend.connect_tcp(host, port, timeout, local_address, socket_options))
-
-    async def sleep(self, seconds: float) -> None:
-        await self._backend.sleep(seconds)
-
-
-class _FetchTransport(httpx2.AsyncHTTPTransport):
-    """httpx's transport, on a pool of `_CancelClosesTls` connections with no keep-alive (none is reused across
-    hops). httpx takes no network backend, so the pool it made is made again with one."""
-
-    def __init__(self, roots: ssl.SSLContext) -> None:
-        super().__init__(verify=roots, trust_env=False)
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=roots, max_keepalive_connections=0, network_backend=_CancelClosesTls()
-        )
-
-
 class WebFetch:
     def __init__(self, guard: AddressGuard, limits: FetchLimits, roots: ssl.SSLContext | None = None) -> None:
         self.guard = guard
@@ -168,7 +98,7 @@ class WebFetch:
         ImportUnavailable, AssetTooLarge (a declared length past the limit)."""
         target = web_target(url, self.guard)
         async with httpx2.AsyncClient(
-            transport=_FetchTransport(self.roots),
+            transport=OutboundTransport(self.roots),
             trust_env=False,
             follow_redirects=False,
             timeout=None,  # the whole transfer is bounded by its caller (VIDFORGE_IMPORT_TIMEOUT_S: the import desk)

@@ -39,7 +39,7 @@ from mcp_protocol.webhook_events import (
     DeliveryState,
     OutboxEvent,
 )
-from serve_app.importing.web_fetch import trusted_roots
+from serve_app.importing.outbound import OutboundTransport, trusted_roots
 from serve_app.observability.catalog import (
     WEBHOOK_ATTEMPT_SECONDS,
     WEBHOOK_DELIVERIES,
@@ -250,7 +250,7 @@ class Dispatcher:
             SIGNATURE_HEADER: signature_header(secrets, timestamp, body),
         }
         async with httpx2.AsyncClient(
-            verify=self._roots, trust_env=False, follow_redirects=False, timeout=None
+            transport=OutboundTransport(self._roots), trust_env=False, follow_redirects=False, timeout=None
         ) as client:
             request = client.build_request(
                 "POST",

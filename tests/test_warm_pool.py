@@ -12,12 +12,13 @@ import signal
 import time
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
 from render_kernels.warm_up import WARM_UP_FRAMES, warm_up
 from serve_app.ingress import readiness
-from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, warm_counts
+from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, WarmPool, _Round, warm_counts
 from tests.harness import RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload, wait_until
 from tests.media import make_clip
 
@@ -42,6 +43,24 @@ def test_a_node_keeps_one_worker_per_cpu_and_the_supervisors_node_two_more():
     assert warm_counts(nodes, own_node="no-cpu") == {"head": 2, "worker": 8, "no-cpu": CPU_LESS_WORKERS}
     # On an autoscaling cluster the supervisor's node only: a round must not keep a node the autoscaler may remove.
     assert warm_counts(nodes, own_node="head", every_node=False) == {"head": 2 + CPU_LESS_WORKERS}
+
+
+@pytest.mark.anyio
+async def test_a_released_round_lets_its_holders_go_before_all_have_arrived():
+    """A round released (a render about to start, or a holder lost with its worker) before all of its holders have
+    arrived: each holder returns at once, arrived already or not, rather than waiting up to ROUND_TIMEOUT_S for one
+    that never comes, which kept its worker from the render and the round from ending and replacing the lost one.
+    The round is set up in this process as `_hold_round` sets it up (its Ray tasks are the live test's below)."""
+    pool = WarmPool(host=None)
+    round_ = pool._holding = pool._rounds["r1"] = _Round(expected=3)
+    waiting = asyncio.ensure_future(pool.arrived("r1"))  # one of three arrived: it waits for the others
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    await pool.release()
+    with anyio.fail_after(5):
+        await waiting
+        await pool.arrived("r1")  # arriving after the release: let go at once
+    assert round_.released.is_set() and not round_.all_in.is_set()
 
 
 class WarmingSupervisor:

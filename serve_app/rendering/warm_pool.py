@@ -97,18 +97,23 @@ class WarmPool:
         self._holding: _Round | None = None  # the round holding the pool now
 
     async def arrived(self, round_id: str) -> None:
-        """A round's task has made its worker ready: returns once all of the round's tasks have (or it timed out)
-        and the round is released."""
+        """A round's task has made its worker ready: returns once the round is released, and not before all of the
+        round's tasks have arrived (or it timed out) unless it was released first. A holder that arrives after the
+        release (a render about to start, or a holder lost) must not wait for the others: one that never comes
+        would keep its worker from the render, and the round from ending and replacing the lost one, for
+        ROUND_TIMEOUT_S."""
         round_ = self._rounds.get(round_id)
         if round_ is None:  # the round is over: nothing to wait for
             return
         round_.arrived += 1
         if round_.arrived >= round_.expected:
             round_.all_in.set()
+        waits = [asyncio.ensure_future(round_.all_in.wait()), asyncio.ensure_future(round_.released.wait())]
         try:
-            await asyncio.wait_for(round_.all_in.wait(), ROUND_TIMEOUT_S)
-        except TimeoutError:
-            pass
+            await asyncio.wait(waits, timeout=ROUND_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
         await round_.released.wait()
 
     async def release(self) -> None:

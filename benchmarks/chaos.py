@@ -110,12 +110,14 @@ def kill(pids: list[int]) -> int:
 
 
 class Chaos:
-    """Kills processes of the server on a schedule; `server_down` is set while the whole server restarts."""
+    """Kills processes of the server on a schedule; `server_down` is set while the whole server restarts, and
+    `restarts` counts the restarts begun (a request sent before one began may be answered by the dying server)."""
 
     def __init__(self, server: ServerProcess, plan: list[str], interval_s: float, rng: random.Random) -> None:
         self.server, self.plan, self.interval_s, self.rng = server, plan, interval_s, rng
         self.kills: Counter[str] = Counter()
         self.server_down = threading.Event()
+        self.restarts = 0
         self.done = threading.Event()
         self.finished = threading.Event()  # every planned kill has been carried out
 
@@ -141,6 +143,7 @@ class Chaos:
             elif kind == "registry":
                 self.kills[kind] += kill(session_processes(self.server, REGISTRY))
             elif kind == "whole-server":
+                self.restarts += 1
                 self.server_down.set()
                 kill(session_processes(self.server, None))
                 self.server.proc.wait(timeout=60)
@@ -168,8 +171,13 @@ def drive(renders: list[Render], wires: dict[str, Wire], chaos: Chaos, deadline_
             if chaos.server_down.is_set():
                 break
             wire = wires[render.principal_token]
+            restarts = chaos.restarts
             try:
                 body = wire.task("tasks/get", render.task_id)
+                if "error" in body and (chaos.server_down.is_set() or chaos.restarts != restarts):
+                    # Sent as the whole server was being killed: its last answer (Ray gone), asked again.
+                    refused["while processes were killed"] += 1
+                    continue
                 if "error" in body:
                     render.problems.append(f"tasks/get error {body['error']}")
                     continue

@@ -4,8 +4,8 @@ Serve application builder that `serve deploy` and a KubeRay RayService call (ser
 First the settings that must not start are refused (`check_settings`), then, on the connected cluster, a bucket
 must answer a Ray worker (`check_media_from_worker`: what the ingress replicas and the render tasks will see, not
 only this process), then the cluster's singletons come up (`start_backend`: the registry, the render supervisor and,
-when there are webhooks to deliver, the dispatcher). Both are safe to repeat: the singletons are found when they already run, so a redeploy of
-the Serve config changes only the ingress.
+when there are webhooks to deliver, the dispatcher). Both are safe to repeat: the singletons are found when they
+already run, so a redeploy of the Serve config changes only the ingress.
 """
 
 from __future__ import annotations

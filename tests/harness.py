@@ -90,18 +90,29 @@ def validate_response(method: str, body: dict[str, Any]) -> None:
 
 
 _given_ports: set[int] = set()
+# Ports for the tests' servers: between Ray's worker ports (10002-19999 by default) and the kernel's ephemeral range
+# (from 32768), which Ray's own servers bind from (port 0). A port picked from the ephemeral range could be taken by
+# one of them, this test's or the other xdist worker's, before the server that was given it bound it.
+HARNESS_PORTS = range(20000, 32768)
 
 
 def free_port() -> int:
-    """A port free now, and never one this process handed out before: the kernel may give a just-closed port
-    again, and the callers that ask for several at once (a `ray start`'s six servers) need them distinct."""
-    while True:
+    """A port free now from HARNESS_PORTS, of this xdist worker's share (every n-th port: two workers never pick
+    the same), and never one this process handed out before (the callers that ask for several at once, a
+    `ray start`'s six servers, need them distinct)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    for port in HARNESS_PORTS[worker::workers]:
+        if port in _given_ports:
+            continue
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in _given_ports:
-            _given_ports.add(port)
-            return port
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use
+                continue
+        _given_ports.add(port)
+        return port
+    raise RuntimeError(f"no free port left in {HARNESS_PORTS} for this test worker")
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.25, message: str = "condition"):

@@ -212,9 +212,10 @@ def main() -> None:
     if args.rounds > 1:
         print(
             f"\nover {args.rounds} rounds: throughput ratio vidforge/ffmpeg per round "
-            + ", ".join(f"{r:.2f}" for r in ratios)
+            + ", ".join(f"{r:.3f}" for r in ratios)
         )
-        print(f"  median {statistics.median(ratios):.2f}  (target >= {target_ratio(args.seconds)})")
+        median, target = statistics.median(ratios), target_ratio(args.seconds)
+        print(f"  median {median:.3f}  (target >= {target}: {'met' if median >= target else 'NOT met'})")
 
 
 def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str, workdir: str, cores: int) -> float:
@@ -286,7 +287,7 @@ def run_round(args: argparse.Namespace, source: str, info: SourceInfo, logo: str
         f"  ffmpeg:   {ff_wall:6.1f} s wall, {ff_rate:7.0f} renders/hour, CPU {ff_cpu:6.1f} s = "
         f"{ff_cpu / (ff_wall * cores):4.0%} of {cores} cores"
     )
-    print(f"  throughput ratio vidforge/ffmpeg: {vf_rate / ff_rate:.2f}  (target >= {target_ratio(args.seconds)})")
+    print(f"  throughput ratio vidforge/ffmpeg: {vf_rate / ff_rate:.3f}  (target >= {target_ratio(args.seconds)})")
     # Were each render to cost exactly what its ffmpeg job costs, at ffmpeg's utilisation, the standing processes'
     # cost at rest alone (R CPU-s per s) would still leave the ratio at most 1 - R / (ffmpeg's CPU-s per s).
     busy = ff_cpu / ff_wall

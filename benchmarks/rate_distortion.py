@@ -107,11 +107,11 @@ def segment_plan(info, workers: int):
 def encode_vidforge(source: str, info, segments, crf: int, out_path: str, cpus: int) -> float:
     """The render's video, made by the kernels one segment after another (each segment's bytes are the same
     wherever it runs: the render fixes the encoder and its thread count), muxed; returns the wall seconds."""
-    from render_kernels import RenderSpec, encode_segment, mux_segments, segment_encoder_threads
+    from render_kernels import RenderSpec, encode_segment, mux_segments, segment_threads
 
     # What a CPU node's render fixes: the encoder, and the threads its plan leaves each segment (RenderRun._render).
-    threads = segment_encoder_threads(cpus, len(segments))
-    spec = RenderSpec("mp4", RESOLUTION, video_encoder="libx264", encoder_threads=threads)
+    threads = segment_threads(cpus, len(segments))
+    spec = RenderSpec("mp4", RESOLUTION, video_encoder="libx264", segment_threads=threads)
     started = time.perf_counter()
     with x264_crf(crf):
         encoded = (encode_segment(source, segment, spec, info) for segment in segments)  # read by the mux in turn
@@ -326,7 +326,7 @@ def main() -> None:
     print(
         f"rate-distortion: {len(names)} source(s) x {args.seconds:g} s, CRF {args.crfs}, 720p; load average "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; ffmpeg threads: {args.ffmpeg_threads or 'its own'}, "
-        "vidforge's: those its plan gives each segment (segment_encoder_threads)"
+        "vidforge's: those its plan gives each segment (segment_threads)"
     )
     if not with_vmaf:
         print("VMAF: not measured (this ffmpeg build has no libvmaf filter: `ffmpeg -filters`); PSNR-Y only")

@@ -7,7 +7,7 @@ leave the function that decoded them.
 
 from .audio import AudioStats, EncodedAudio, encode_audio
 from .decoders import choose_video_decoder
-from .encoders import choose_video_encoder, segment_encoder_threads
+from .encoders import choose_video_encoder, segment_threads
 from .errors import UnsupportedMedia
 from .images import image_size, probe_image
 from .media_io import Media, MediaSource
@@ -40,7 +40,7 @@ __all__ = [
     "WatermarkSpec",
     "choose_video_decoder",
     "choose_video_encoder",
-    "segment_encoder_threads",
+    "segment_threads",
     "encode_audio",
     "encode_segment",
     "image_size",

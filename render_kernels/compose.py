@@ -190,7 +190,8 @@ class FramePipeline:
     `rotation` and `hflip` say how the source is shown (SourceInfo's): width x height is the output as shown,
     so a quarter-turned source is scaled to height x width and then turned. `field_order` other than
     "progressive" deinterlaces (with that parity); then a picture comes out only once the next frame is in, so
-    frames go through `pictures`, which ends the input. `__call__` takes one progressive frame.
+    frames go through `pictures`, which ends the input. `__call__` takes one progressive frame. The scaler
+    works in `threads` threads (0: as many as the machine has CPUs).
     """
 
     def __init__(
@@ -202,8 +203,10 @@ class FramePipeline:
         rotation: int = 0,
         hflip: bool = False,
         field_order: str = "progressive",
+        threads: int = 0,
     ) -> None:
         self.width, self.height = width, height
+        self.threads = threads
         self.scaled_size = (height, width) if rotation in (90, 270) else (width, height)  # before turning
         self._scaler = VideoReformatter()
         turns = ORIENTATION_FILTERS[(rotation, hflip)]
@@ -217,10 +220,16 @@ class FramePipeline:
 
     @classmethod
     def for_source(
-        cls, info: SourceInfo, width: int, height: int, watermark: WatermarkSpec | None, colorspace: int
+        cls,
+        info: SourceInfo,
+        width: int,
+        height: int,
+        watermark: WatermarkSpec | None,
+        colorspace: int,
+        threads: int = 0,
     ) -> FramePipeline:
         """The pipeline for `info`'s source: turned as its display matrix says, deinterlaced when interlaced."""
-        return cls(width, height, watermark, colorspace, info.rotation, info.hflip, info.field_order)
+        return cls(width, height, watermark, colorspace, info.rotation, info.hflip, info.field_order, threads)
 
     def pictures(self, frames: Iterable[av.VideoFrame]) -> Iterator[av.VideoFrame]:
         """One output picture per frame of `frames`, in order (all of them: the input is ended after the last)."""
@@ -231,7 +240,9 @@ class FramePipeline:
             yield from map(self, self._deinterlacer.push(frame))
 
     def __call__(self, frame: av.VideoFrame) -> av.VideoFrame:
-        picture = self._scaler.reformat(frame, *self.scaled_size, "yuv420p", interpolation=INTERPOLATION)
+        picture = self._scaler.reformat(
+            frame, *self.scaled_size, "yuv420p", interpolation=INTERPOLATION, threads=self.threads
+        )
         if self._orienter is not None:
             (picture,) = self._orienter.push(picture)  # these filters give one frame per frame, at once
         if self.watermark is not None:

@@ -13,7 +13,7 @@ import av
 
 from .spec import FORMAT_ENCODERS
 
-ENCODER_THREADS = 2  # a segment's encoder threads when its render does not say (RenderSpec.encoder_threads)
+ENCODER_THREADS = 2  # a segment's encoder threads when its render does not say (RenderSpec.segment_threads)
 X264_OPTIONS = {"preset": "veryfast", "crf": "23"}
 NVENC_OPTIONS = {"preset": "p4", "tune": "hq", "rc": "vbr", "cq": "23"}
 # Realtime deadline with high cpu-used: several times faster than "good" at a modest size cost.
@@ -29,14 +29,16 @@ LARGE_FRAME_X264_OPTIONS = {"x264-params": "sync-lookahead=0"}
 LARGE_FRAME_THREADS = 1
 
 
-def segment_encoder_threads(cpus: int, segments: int) -> int:
-    """Encoder threads for each of a render's `segments` when `cpus` CPUs are there for them: the CPUs each segment
-    has to itself, from 1 up to ENCODER_THREADS.
+def segment_threads(cpus: int, segments: int) -> int:
+    """Threads for each of a render's `segments` (its decoder's, scaler's and encoder's) when `cpus` CPUs are
+    there for them: the CPUs each segment has to itself, from 1 up to ENCODER_THREADS.
 
-    x264's frame threads cost CPU to keep in step: one 720p encode through PyAV took 4.5-4.9 CPU-s with one thread
-    and 5.2-5.7 with two (`benchmarks/render_throughput.py`'s clip, on a 2-core machine). Where every CPU has a
-    segment of its own, a second thread only adds that cost; where a render has fewer segments than CPUs (a
-    source with sparse keyframes cuts into few), the threads are what keeps the other CPUs working."""
+    Threads cost CPU to keep in step. x264's frame threads: one 720p encode through PyAV took 4.5-4.9 CPU-s with
+    one thread and 5.2-5.7 with two (`benchmarks/render_throughput.py`'s clip, on a 2-core machine). The decoder's:
+    two 10 s halves of a 1080p clip encoded side by side on 2 cores took 5.84 CPU-s each (median of ten) decoding
+    in one thread, 5.93 in two; the scaler took 1.22 ms a 1080p frame in one thread, 1.31 in two. Where every CPU
+    has a segment of its own, a second thread only adds that cost; where a render has fewer segments than CPUs (a
+    short source, or sparse keyframes, cuts into few), the threads are what keeps the other CPUs working."""
     return max(1, min(ENCODER_THREADS, cpus // max(1, segments)))
 
 

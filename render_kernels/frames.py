@@ -12,17 +12,19 @@ from .errors import UnsupportedMedia
 from .media_io import Media, describe, main_video_stream, open_input, time_base
 from .source_info import SourceInfo
 
-DECODER_THREADS = 2  # decoding is bit-exact at any thread count; kept small as tasks run one per core
+DECODER_THREADS = 2  # when the caller does not say; decoding is bit-exact at any thread count
 SEEK_BACKOFF_S = 1.0  # how much further back a seek that landed past its keyframe tries next (doubling)
 
 
 @contextmanager
-def open_video(path: Media) -> Iterator[tuple[av.container.InputContainer, av.VideoStream]]:
-    """The source's first video stream, set up for threaded decoding."""
+def open_video(
+    path: Media, threads: int = DECODER_THREADS
+) -> Iterator[tuple[av.container.InputContainer, av.VideoStream]]:
+    """The source's first video stream, set up for decoding with `threads` threads."""
     with open_input(path) as container:
         stream = main_video_stream(container)
         stream.thread_type = "AUTO"
-        stream.codec_context.thread_count = DECODER_THREADS
+        stream.codec_context.thread_count = threads
         yield container, stream
 
 

@@ -12,7 +12,7 @@ from .source_info import SourceInfo
 # encoded): decoding a 1080p H.264 frame takes about a quarter of the time x264 takes to encode it at 720p.
 LEAD_IN_COST = 0.25
 # The most a plan's lead-ins may cost, as a share of the source's frames. A lead-in is CPU that no other segment
-# gets, while a render cut in fewer segments gives each more encoder threads (segment_encoder_threads), which on
+# gets, while a render cut in fewer segments gives each more encoder threads (segment_threads), which on
 # a busy or small machine is as fast: a 10 s clip with only its first keyframe, cut in two on 2 CPUs (one lead-in
 # of 172 frames, 14 %), took 2.6-2.7 s where one segment with two threads took 2.4 s.
 MAX_LEAD_IN_SHARE = 0.10

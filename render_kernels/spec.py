@@ -72,9 +72,10 @@ class RenderSpec:
     watermark: WatermarkSpec | None = None
     video_encoder: str | None = None  # None: choose_video_encoder(output_format)
     video_decoder: str | None = None  # None: software; else an NVDEC decoder (decoders.choose_video_decoder)
-    # Threads of each segment's video encoder; None: encoders.ENCODER_THREADS. Fixed once per render (the bytes
-    # depend on it): the driver sets it from its plan (encoders.segment_encoder_threads).
-    encoder_threads: int | None = None
+    # The CPUs each segment has to itself: the threads of its video decoder, scaler and encoder; None: each one's
+    # default. Fixed once per render (the bytes depend on the encoder's): the driver sets it from its plan
+    # (encoders.segment_threads).
+    segment_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.output_format not in FORMAT_ENCODERS:
@@ -84,8 +85,8 @@ class RenderSpec:
         encoders = FORMAT_ENCODERS[self.output_format]
         if self.video_encoder is not None and self.video_encoder not in encoders:
             raise ValueError(f"{self.output_format} takes video from {encoders}, not {self.video_encoder!r}")
-        if self.encoder_threads is not None and self.encoder_threads < 1:
-            raise ValueError(f"encoder_threads must be at least 1, not {self.encoder_threads!r}")
+        if self.segment_threads is not None and self.segment_threads < 1:
+            raise ValueError(f"segment_threads must be at least 1, not {self.segment_threads!r}")
         if self.video_decoder is not None and self.video_decoder not in NVDEC_DECODERS.values():
             raise ValueError(
                 f"video_decoder must be one of {tuple(NVDEC_DECODERS.values())}, not {self.video_decoder!r}"

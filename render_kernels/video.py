@@ -14,7 +14,7 @@ from .compose import FramePipeline
 from .decoders import open_video_decoder
 from .encoders import ENCODER_THREADS, choose_video_encoder, open_video_encoder
 from .errors import UnsupportedMedia
-from .frames import frames_from, open_video
+from .frames import DECODER_THREADS, frames_from, open_video
 from .media_io import Media
 from .plan import Segment
 from .preview import Still, png_of
@@ -81,7 +81,7 @@ def encode_segment(
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
     width, height = spec.output_size(info)
-    encoder = open_video_encoder(codec, width, height, frame_rate(info.fps), spec.encoder_threads or ENCODER_THREADS)
+    encoder = open_video_encoder(codec, width, height, frame_rate(info.fps), spec.segment_threads or ENCODER_THREADS)
     tb = encoder.time_base
     out = EncodedSegment(
         index=segment.index,
@@ -106,8 +106,9 @@ def encode_segment(
             out.dts.append(packet.dts)
             out.keyframes.append(packet.is_keyframe)
 
-    with open_video(source_path) as (container, stream):
-        pipeline = FramePipeline.for_source(info, width, height, spec.watermark, stream.codec_context.colorspace)
+    with open_video(source_path, spec.segment_threads or DECODER_THREADS) as (container, stream):
+        colorspace = stream.codec_context.colorspace
+        pipeline = FramePipeline.for_source(info, width, height, spec.watermark, colorspace, spec.segment_threads or 0)
         # A GPU decoder may scale (not turn); interlaced frames must reach the deinterlacer at their own size.
         decode_size = (info.width, info.height) if pipeline.deinterlaces else pipeline.scaled_size
         decoder = open_video_decoder(stream, spec.video_decoder, *decode_size)
@@ -120,7 +121,7 @@ def encode_segment(
             wanted = _with_unmarked_stills(wanted, unmarked, on_still, info, width, height, stream)
         for picture in pipeline.pictures(wanted):
             if (name := marked.get(out.frame_count)) is not None and on_still is not None:
-                on_still(name, png_of(picture, stream.codec_context.colorspace))
+                on_still(name, png_of(picture, colorspace))
             picture.pts = out.frame_count
             picture.time_base = tb
             out.frame_count += 1

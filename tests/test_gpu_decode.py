@@ -28,7 +28,7 @@ from render_kernels import (
     probe,
 )
 from render_kernels.decoders import NVDEC_DECODERS, nvdec_refusal, select_video_decoder
-from render_kernels.encoders import choose_video_encoder, segment_encoder_threads
+from render_kernels.encoders import choose_video_encoder, segment_threads
 from serve_app.rendering.render_driver import RenderJob, run_render
 from serve_app.rendering.render_tasks import choose_codecs
 
@@ -146,7 +146,7 @@ def test_driver_on_a_gpu_cluster_falls_back_to_software_decoding(clip, tmp_path)
     if cuvid_opens_here():
         pytest.skip("a real GPU: the fallback needs a node where NVDEC does not open")
     # The software path as the driver plans it: three segments on two CPUs, each encoder with the threads that leaves it.
-    software = RenderSpec("mp4", "720p", video_encoder="libx264", encoder_threads=segment_encoder_threads(2, 3))
+    software = RenderSpec("mp4", "720p", video_encoder="libx264", segment_threads=segment_threads(2, 3))
     render_serially(clip, software, str(tmp_path / "software.mp4"), 3)
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, namespace=f"test-gpu-decode-{uuid.uuid4().hex}")
     try:

@@ -268,7 +268,7 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
     threads. Fixed in the spec every segment (and a retry of it) gets, so the bytes do not depend on the node."""
 
     def records_threads(source_path, segment, spec, info, tally, stills=()):
-        Path(tmp_path, f"threads-{segment.index}").write_text(str(spec.encoder_threads))
+        Path(tmp_path, f"threads-{segment.index}").write_text(str(spec.segment_threads))
         return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
 
     monkeypatch.setattr(

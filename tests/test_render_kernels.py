@@ -32,7 +32,7 @@ from render_kernels import (
     render_preview,
 )
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipeline
-from render_kernels.encoders import nvenc_available, segment_encoder_threads
+from render_kernels.encoders import nvenc_available, segment_threads
 from render_kernels.frames import frames_from, open_video
 from render_kernels.limits import MediaLimits
 from render_kernels.plan import KEYFRAME_CUT_SHARE, LEAD_IN_COST, MAX_LEAD_IN_SHARE
@@ -334,14 +334,14 @@ def test_spec_validation(red_png):
     with pytest.raises(ValueError):
         RenderSpec("webm", "720p", video_encoder="libx264")
     with pytest.raises(ValueError):
-        RenderSpec("mp4", "720p", encoder_threads=0)
+        RenderSpec("mp4", "720p", segment_threads=0)
 
 
 @pytest.mark.parametrize(
     ("cpus", "segments", "threads"), [(2, 2, 1), (2, 1, 2), (16, 16, 1), (16, 2, 2), (1, 3, 1), (3, 2, 1)]
 )
 def test_each_segment_encodes_with_the_cpus_it_has_to_itself(cpus, segments, threads):
-    assert segment_encoder_threads(cpus, segments) == threads
+    assert segment_threads(cpus, segments) == threads
 
 
 def test_the_encoder_thread_count_is_the_specs(clip):
@@ -349,10 +349,28 @@ def test_the_encoder_thread_count_is_the_specs(clip):
     the driver fixes it once per render)."""
     info = probe(clip)
     segment = plan_segments(info, 1)[0]
-    one, two = (encode_segment(clip, segment, RenderSpec("mp4", "720p", encoder_threads=n), info) for n in (1, 2))
+    one, two = (encode_segment(clip, segment, RenderSpec("mp4", "720p", segment_threads=n), info) for n in (1, 2))
     assert one.frame_count == two.frame_count == info.frame_count
     assert one.packets != two.packets
-    assert encode_segment(clip, segment, RenderSpec("mp4", "720p", encoder_threads=1), info).packets == one.packets
+    assert encode_segment(clip, segment, RenderSpec("mp4", "720p", segment_threads=1), info).packets == one.packets
+
+
+def native_threads() -> int:
+    """This process's threads as the kernel counts them (FFmpeg's and x264's included, which Python's are not)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
+def test_a_segment_given_one_cpu_decodes_and_encodes_in_its_own_thread(clip):
+    """Where every CPU has a segment, a decoder thread more only costs CPU: with one thread in its spec, a segment
+    starts none beside the one it runs in; with two, its decoder and encoder start theirs."""
+    info = probe(clip)
+    segment = plan_segments(info, 1)[0]
+    for threads, more in ((1, False), (2, True)):
+        before, seen = native_threads(), []
+        spec = RenderSpec("mp4", "720p", segment_threads=threads)
+        encode_segment(clip, segment, spec, info, on_frame=lambda _, seen=seen: seen.append(native_threads()))
+        assert (max(seen) > before) is more, (threads, before, max(seen))
 
 
 def nvenc_opens_here() -> bool:

@@ -17,9 +17,9 @@ Sharing the cluster: the CPU tasks (audio, segments) are not handed to Ray at on
 `RenderPool`'s SegmentScheduler (serve_app.rendering.scheduling), shared by every render of a supervisor, which starts
 them as CPUs free up, round-robin across principals and FIFO within one; a render is cut into a segment per CPU
 of the cluster, busy or not, so the last renders of a batch spread over the CPUs the others leave.
-`job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead. Each segment's encoder gets the CPUs the render
-has to itself as threads (render_kernels.segment_encoder_threads): one where every CPU has a segment or other work
-waits, as a frame thread more only costs CPU there.
+`job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead. Each segment's decoder and encoder get the CPUs
+the render has to itself as threads (render_kernels.segment_threads): one where every CPU has a segment or other
+work waits, as a thread more only costs CPU there.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at its first frame, then at
 most every `job.progress_interval_s` of the time passing in its worker, and at its last frame; fire-and-forget) to
@@ -104,7 +104,7 @@ from render_kernels import (
     plan_segments,
     plan_stills,
     read_source,
-    segment_encoder_threads,
+    segment_threads,
 )
 from render_kernels.decoders import NVDEC_DECODERS
 from render_kernels.limits import MediaLimits
@@ -344,7 +344,7 @@ class RenderRun:
         segments = plan_segments(info, width, max_frames=self._max_segment_frames(info))
         spec, segment_options = await self._fix_codecs(job.spec, info, len(segments))
         free = self._pool.scheduler.free_cpus()  # what the render has to itself: threads beyond one segment a CPU
-        spec = replace(spec, encoder_threads=segment_encoder_threads(free, len(segments)))
+        spec = replace(spec, segment_threads=segment_threads(free, len(segments)))
         segment_bundle = bundle({"CPU": 1, "GPU": segment_options.get("num_gpus", 0)})
         tally = await self._pool.tally.open(self._key, len(segments), job.progress_interval_s)
         self._tally_open = True

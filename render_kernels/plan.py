@@ -24,6 +24,14 @@ MAX_LEAD_IN_SHARE = 0.10
 # +2.2-3.2 % cut between (`benchmarks/rate_distortion.py`'s `camera`). It also saves the lead-in. Small, because
 # the longest segment sets the render's wall time: a cut is moved only where a keyframe is near it.
 KEYFRAME_CUT_SHARE = 0.03
+# The shortest segment a plan makes (unless the source is shorter). Every seam between segments costs bytes the
+# ffmpeg CLI's one encode does not pay (a keyframe of its own, and a full frame where ffmpeg's would be a B-frame),
+# about the same whatever the segments' length, so a short clip cut in many pays most: camera-like 640x272 footage
+# rendered to 1694x720 needed +3.1 % bytes at equal PSNR-Y as a 6 s clip in two segments, -0.2 % in one, +1.4 %
+# as a 10 s clip in two (`benchmarks/rate_distortion.py`'s `camera`). At 5 s no source shorter than 10 s is cut;
+# a lone segment gets the render's CPUs as threads instead (encoders.segment_threads). The server's
+# VIDFORGE_MIN_SEGMENT_S (serve_app.config) defaults to it.
+MIN_SEGMENT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ def lead_in_frames(keyframes: list[tuple[int, float]], start: int) -> int:
 
 
 def plan_segments(
-    info: SourceInfo, workers: int, min_segment_s: float = 2.0, max_frames: int | None = None
+    info: SourceInfo, workers: int, min_segment_s: float = MIN_SEGMENT_S, max_frames: int | None = None
 ) -> list[Segment]:
     """Cut the source into about `workers` segments of equal work; more when one segment would hold more than
     `max_frames` frames.

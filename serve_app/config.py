@@ -19,6 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from actors.settings import STATE_URL_SCHEMES, RegistrySettings
+from render_kernels.plan import MIN_SEGMENT_S
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -75,6 +76,9 @@ class Config(BaseSettings):
     # Output pixels (frames x width x height, millions) one segment task encodes at most: bounds a segment
     # worker's and the mux's memory whatever the video's length. 2500: ~10 s of 4k30, 40 s of 1080p30.
     segment_max_megapixels: int = 2500
+    # The shortest segment a render is cut into, unless its source is shorter (render_kernels.plan.MIN_SEGMENT_S):
+    # each seam costs bytes at equal quality, so lower it only to spread short clips over more CPUs.
+    min_segment_s: float = Field(default=MIN_SEGMENT_S, gt=0)
     # The elastic cluster (serve_app/rendering/autoscaling.py, docs/scaling-and-storage.md). The Ray autoscaler's
     # cluster config, as the head's autoscaler runs from it (`ray up`: ~/ray_bootstrap_config.yaml): with it, queued
     # renders are demand the autoscaler is told of and the plan counts the CPUs its node types can add; None: a fixed

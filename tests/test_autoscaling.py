@@ -50,6 +50,7 @@ from tests.media import decode_all, make_clip
 pytestmark = [pytest.mark.ray, pytest.mark.solo]
 
 SECONDS = 4.0  # two segments of 2 s (a keyframe every second)
+SEGMENT_S = 2.0  # the shortest segment here (VIDFORGE_MIN_SEGMENT_S), so that the clip is cut in two
 FPS = 15
 CPU_NODES = 2
 NODE_DEADLINE_S = 120  # generous: a loaded 2-core machine starts a raylet in seconds, but not always
@@ -132,6 +133,7 @@ def job(media: S3MediaStore, principal: str, gpu: str = "off") -> RenderJob:
         source_info=info,
         gpu=gpu,
         gpu_wait_s=0,
+        min_segment_s=SEGMENT_S,
     )
 
 

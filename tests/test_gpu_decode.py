@@ -34,6 +34,7 @@ from serve_app.rendering.render_tasks import choose_codecs
 
 FPS = 10
 SECONDS = 6.0
+SEGMENT_S = 2.0  # the shortest segment here (VIDFORGE_MIN_SEGMENT_S): the 6 s clip cuts in three, with two seeks
 DEADLINE_S = 180.0  # generous: the machine running the tests may be loaded
 
 
@@ -104,7 +105,7 @@ def test_spec_takes_only_nvdec_decoders():
 
 def render_serially(source: str, spec: RenderSpec, out_path: str, workers: int) -> None:
     info = probe(source)
-    segments = [encode_segment(source, s, spec, info) for s in plan_segments(info, workers)]
+    segments = [encode_segment(source, s, spec, info) for s in plan_segments(info, workers, SEGMENT_S)]
     mux_segments(segments, encode_audio(source, spec.output_format), spec.output_format, out_path, info.fps)
 
 
@@ -114,7 +115,7 @@ def test_segments_decode_as_chosen_here_with_the_software_paths_frames(clip, tmp
     three segments (two seeks): identical without NVDEC, same count and close pixels with it."""
     info = probe(clip)
     assert (info.video_codec, info.pixel_format) == ("h264", "yuv420p")  # NVDEC's kind of source
-    assert len(plan_segments(info, 3)) == 3, "three segments, or the seeks go untested"
+    assert len(plan_segments(info, 3, SEGMENT_S)) == 3, "three segments, or the seeks go untested"
     software = RenderSpec("mp4", "720p", video_encoder=choose_video_encoder("mp4"))
     chosen = choose_codecs(RenderSpec("mp4", "720p"), info)
     assert chosen.video_encoder == software.video_encoder and chosen.video_decoder == choose_video_decoder(info)
@@ -151,7 +152,9 @@ def test_driver_on_a_gpu_cluster_falls_back_to_software_decoding(clip, tmp_path)
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, namespace=f"test-gpu-decode-{uuid.uuid4().hex}")
     try:
         assert ray.cluster_resources().get("GPU") == 1  # so the driver asks a GPU node
-        job = RenderJob(clip, RenderSpec("mp4", "720p"), str(tmp_path / "driver.mp4"), workers=3)
+        job = RenderJob(
+            clip, RenderSpec("mp4", "720p"), str(tmp_path / "driver.mp4"), workers=3, min_segment_s=SEGMENT_S
+        )
         stats = asyncio.run(asyncio.wait_for(run_render(job, Approve()), DEADLINE_S))
     finally:
         ray.shutdown()

@@ -53,14 +53,15 @@ def clips(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("head-loss-media")
     return {
         "short": make_clip(str(root / "short.mp4"), seconds=1.5, audio=False),
-        # Long enough to be caught encoding: two segments (one per CPU) that keep this machine's CPUs busy for a while.
+        # Long enough to be caught encoding: two segments (one per CPU: VIDFORGE_MIN_SEGMENT_S is 2 s here) that keep
+        # this machine's CPUs busy for a while.
         "long": make_clip(str(root / "long.mp4"), seconds=8.0, width=640, height=360, audio=False),
         "logo": make_watermark_png(str(root / "logo.png")),
     }
 
 
 def test_a_new_head_on_a_fresh_disk_carries_on_the_batch(s3_server, state_url, clips, tmp_path):  # noqa: F811
-    env = head_env(s3_server, state_url, REVIEW_KEY)
+    env = {**head_env(s3_server, state_url, REVIEW_KEY), "VIDFORGE_MIN_SEGMENT_S": "2"}
     first = ServerProcess(tmp_path / "data-1", env=env).start()
     try:
         wire = Wire(first.url, tasks=True)

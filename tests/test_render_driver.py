@@ -17,6 +17,7 @@ import pytest
 import ray
 from media import decode_all, make_clip, make_watermark_png, psnr_y
 
+from mcp_protocol.domain import RenderRequest, TaskRecord
 from mcp_protocol.progress import RenderProgress
 from render_kernels import (
     RenderSpec,
@@ -29,16 +30,21 @@ from render_kernels import (
 )
 from render_kernels.limits import MediaLimits, OverLimit
 from render_kernels.media_io import Damaged
+from render_kernels.plan import MIN_SEGMENT_S
+from serve_app.config import Config
+from serve_app.media.assets import AssetStore
 from serve_app.media.media_probe import parse_isolated
 from serve_app.rendering import render_driver, render_tasks
 from serve_app.rendering.render_driver import RenderJob, RenderRejected, RenderRun, run_render
 from serve_app.rendering.render_tasks import FrameTally
+from serve_app.rendering.supervisor import render_job
 
 pytestmark = pytest.mark.ray
 
 CPUS = 2
 SECONDS = 6.0
 FPS = 30
+SEGMENT_S = 2.0  # the shortest segment here (VIDFORGE_MIN_SEGMENT_S): the 6 s clip cuts in three, as a long one would
 DEADLINE_S = 60.0  # generous: the machine running the tests may be loaded
 
 
@@ -86,7 +92,9 @@ def media(tmp_path_factory):
 def job_for(media, out_dir, workers: int = 3) -> RenderJob:
     source, logo = media
     spec = RenderSpec("mp4", "720p", WatermarkSpec(logo, position="bottom_right", opacity=0.6))
-    return RenderJob(source, spec, str(out_dir / "final.mp4"), str(out_dir / "preview.png"), workers=workers)
+    return RenderJob(
+        source, spec, str(out_dir / "final.mp4"), str(out_dir / "preview.png"), workers=workers, min_segment_s=SEGMENT_S
+    )
 
 
 def render(job: RenderJob, hooks: Hooks):
@@ -117,7 +125,7 @@ def clean(cluster, media, tmp_path_factory):
 
 def test_multi_segment_render_matches_single_segment(clean, media):
     info = probe(media[0])
-    boundaries = [s.start_frame for s in plan_segments(info, 3)][1:]
+    boundaries = [s.start_frame for s in plan_segments(info, 3, SEGMENT_S)][1:]
     assert len(boundaries) == 2, "the clip must split into 3 segments for this test to mean anything"
     (multi_job, multi_stats, _), (single_job, _, _) = clean[3], clean[1]
     multi, single = decode_all(multi_job.out_path), decode_all(single_job.out_path)
@@ -252,7 +260,9 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     monkeypatch.setattr(
         render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(pauses_midway)
     )
-    job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=1)
+    job = RenderJob(
+        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=1, min_segment_s=SEGMENT_S
+    )
     hooks = Watching()
     stats = render(job, hooks)
     mid = [r for r in hooks.progress_calls if r.phase == "rendering" and 0 < r.frames_done < stats.frame_count]
@@ -274,7 +284,9 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
     monkeypatch.setattr(
         render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(records_threads)
     )
-    job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=workers)
+    job = RenderJob(
+        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=workers, min_segment_s=SEGMENT_S
+    )
     run = RenderRun(job, Hooks())
     asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
     assert [int(Path(tmp_path, f"threads-{s.index}").read_text()) for s in run.segment_stats] == [threads] * workers
@@ -327,7 +339,9 @@ async def test_cancel_mid_render_stops_tasks_and_leaves_no_output(cluster, media
 
 @pytest.mark.anyio
 async def test_cancel_while_encoding_without_watermark(cluster, media, tmp_path):
-    job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=3)
+    job = RenderJob(
+        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=3, min_segment_s=SEGMENT_S
+    )
     hooks = Hooks()
     task = asyncio.ensure_future(run_render(job, hooks))
     await asyncio.wait_for(hooks.progressed.wait(), DEADLINE_S)  # frame 0: the segments are being sent
@@ -410,7 +424,13 @@ async def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_clust
                 self.queued.set()
 
     def run_for(name: str, principal: str) -> render_driver.RenderRun:
-        job = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / name / "final.mp4"), principal=principal)
+        job = RenderJob(
+            media[0],
+            RenderSpec("mp4", "720p"),
+            str(tmp_path / name / "final.mp4"),
+            principal=principal,
+            min_segment_s=SEGMENT_S,
+        )
         return render_driver.RenderRun(job, Queued(), pool)
 
     runs = {"a1": run_for("a1", "a"), "a2": run_for("a2", "a"), "a3": run_for("a3", "a"), "b1": run_for("b1", "b")}
@@ -454,7 +474,9 @@ async def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_mean
     monkeypatch.setattr(render_driver, "STILL_START_WAIT_S", 0.5)
     pool = render_driver.RenderPool()
     info = probe(media[0])
-    first = RenderJob(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "first" / "final.mp4"), workers=2)
+    first = RenderJob(
+        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "first" / "final.mp4"), workers=2, min_segment_s=SEGMENT_S
+    )
     frame_path = str(tmp_path / "source-frame.png")
     queued = replace(job_for(media, tmp_path, workers=2), source_info=info, source_frame_path=frame_path)
     run = RenderRun(queued, Hooks(), pool)
@@ -490,3 +512,24 @@ def test_worker_side_modules_import_none_of_the_server():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     packages = ["serve_app", "serve_app.media", "serve_app.rendering"]  # their __init__ files define nothing
     assert loaded == sorted([*packages, "serve_app.media.media_probe", "serve_app.rendering.render_tasks"])
+
+
+def test_every_render_job_is_cut_no_finer_than_the_server_says(media, tmp_path):
+    """VIDFORGE_MIN_SEGMENT_S reaches the job a task's render runs (and so its plan); unset, MIN_SEGMENT_S."""
+    config = Config(data_dir=str(tmp_path / "data"), min_segment_s=SEGMENT_S)
+    assets = AssetStore(config)
+    request = {"source_asset_uri": assets.add_file(media[0], "alice").uri, "output_format": "mp4", "resolution": "720p"}
+    rec = TaskRecord(
+        task_id="task_m",
+        principal="alice",
+        request=RenderRequest.model_validate(request),
+        status="working",
+        status_message="Queued.",
+        created_at_ms=0,
+        last_updated_at_ms=0,
+        ttl_ms=86_400_000,
+        poll_interval_ms=1000,
+    )
+    assert render_job(rec, config, assets).min_segment_s == SEGMENT_S
+    default = Config(data_dir=config.data_dir)
+    assert render_job(rec, default, assets).min_segment_s == MIN_SEGMENT_S == 5.0

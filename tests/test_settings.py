@@ -47,6 +47,7 @@ DOCUMENTED = {
     "VIDFORGE_NAMESPACE": ("namespace", "vidforge", "vf-test"),
     "VIDFORGE_RENDER_WORKERS": ("render_workers", 0, 3),
     "VIDFORGE_SEGMENT_MAX_MEGAPIXELS": ("segment_max_megapixels", 2500, 100),
+    "VIDFORGE_MIN_SEGMENT_S": ("min_segment_s", 5.0, 2.0),
     "VIDFORGE_AUTOSCALING_CONFIG": ("autoscaling_config", None, "/home/ray/ray_bootstrap_config.yaml"),
     "VIDFORGE_MAX_PRINCIPAL_CPUS": ("max_principal_cpus", 0, 16),
     "VIDFORGE_MAX_CLUSTER_CPUS": ("max_cluster_cpus", 0, 64),

@@ -159,6 +159,7 @@ class RenderJob:
     segment_max_megapixels: int = Config.model_fields[
         "segment_max_megapixels"
     ].default  # output pixels one segment task may encode
+    min_segment_s: float = Config.model_fields["min_segment_s"].default  # the shortest segment (VIDFORGE_MIN_SEGMENT_S)
     media: MediaStore = FILESYSTEM
     # What the upload's parse found in the source (serve_app.media.assets), for `source_path`; None: probe it first.
     source_info: SourceInfo | None = None
@@ -341,7 +342,7 @@ class RenderRun:
         info, preview = await self._read_source()
         planning = time.perf_counter()
         width = job.workers or self._pool.scheduler.plan_width(job.principal)
-        segments = plan_segments(info, width, max_frames=self._max_segment_frames(info))
+        segments = plan_segments(info, width, job.min_segment_s, self._max_segment_frames(info))
         spec, segment_options = await self._fix_codecs(job.spec, info, len(segments))
         free = self._pool.scheduler.free_cpus()  # what the render has to itself: threads beyond one segment a CPU
         spec = replace(spec, segment_threads=segment_threads(free, len(segments)))

@@ -164,6 +164,7 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         media=assets.media,
         principal=principal,
         segment_max_megapixels=config.segment_max_megapixels,
+        min_segment_s=config.min_segment_s,
         gpu=config.gpu,
         gpu_wait_s=config.gpu_wait_s,
         source_info=assets.source_info(source),

@@ -83,7 +83,7 @@ def test_a_segment_decodes_from_the_byte_ranges_it_needs(store, s3_server, tmp_p
     info = probe(source)
     local = probe(clip)
     assert replace(info, path=clip) == local
-    last = plan_segments(info, 3)[-1]
+    last = plan_segments(info, 3, 3.0)[-1]  # three of 3 s: the last starts two thirds in
     spec = RenderSpec("mp4", "720p", video_encoder="libx264")
     s3_server.record(True)
     try:

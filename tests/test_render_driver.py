@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -45,6 +46,8 @@ CPUS = 2
 SECONDS = 6.0
 FPS = 30
 SEGMENT_S = 2.0  # the shortest segment here (VIDFORGE_MIN_SEGMENT_S): the 6 s clip cuts in three, as a long one would
+# A RenderJob of this module: its 6 s clip cut in segments as a long source would be.
+short_clip_job = functools.partial(RenderJob, min_segment_s=SEGMENT_S)
 DEADLINE_S = 60.0  # generous: the machine running the tests may be loaded
 
 
@@ -92,9 +95,7 @@ def media(tmp_path_factory):
 def job_for(media, out_dir, workers: int = 3) -> RenderJob:
     source, logo = media
     spec = RenderSpec("mp4", "720p", WatermarkSpec(logo, position="bottom_right", opacity=0.6))
-    return RenderJob(
-        source, spec, str(out_dir / "final.mp4"), str(out_dir / "preview.png"), workers=workers, min_segment_s=SEGMENT_S
-    )
+    return short_clip_job(source, spec, str(out_dir / "final.mp4"), str(out_dir / "preview.png"), workers=workers)
 
 
 def render(job: RenderJob, hooks: Hooks):
@@ -260,9 +261,7 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     monkeypatch.setattr(
         render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(pauses_midway)
     )
-    job = RenderJob(
-        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=1, min_segment_s=SEGMENT_S
-    )
+    job = short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=1)
     hooks = Watching()
     stats = render(job, hooks)
     mid = [r for r in hooks.progress_calls if r.phase == "rendering" and 0 < r.frames_done < stats.frame_count]
@@ -284,9 +283,7 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
     monkeypatch.setattr(
         render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(records_threads)
     )
-    job = RenderJob(
-        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=workers, min_segment_s=SEGMENT_S
-    )
+    job = short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=workers)
     run = RenderRun(job, Hooks())
     asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
     assert [int(Path(tmp_path, f"threads-{s.index}").read_text()) for s in run.segment_stats] == [threads] * workers
@@ -339,9 +336,7 @@ async def test_cancel_mid_render_stops_tasks_and_leaves_no_output(cluster, media
 
 @pytest.mark.anyio
 async def test_cancel_while_encoding_without_watermark(cluster, media, tmp_path):
-    job = RenderJob(
-        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=3, min_segment_s=SEGMENT_S
-    )
+    job = short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=3)
     hooks = Hooks()
     task = asyncio.ensure_future(run_render(job, hooks))
     await asyncio.wait_for(hooks.progressed.wait(), DEADLINE_S)  # frame 0: the segments are being sent
@@ -424,12 +419,8 @@ async def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_clust
                 self.queued.set()
 
     def run_for(name: str, principal: str) -> render_driver.RenderRun:
-        job = RenderJob(
-            media[0],
-            RenderSpec("mp4", "720p"),
-            str(tmp_path / name / "final.mp4"),
-            principal=principal,
-            min_segment_s=SEGMENT_S,
+        job = short_clip_job(
+            media[0], RenderSpec("mp4", "720p"), str(tmp_path / name / "final.mp4"), principal=principal
         )
         return render_driver.RenderRun(job, Queued(), pool)
 
@@ -474,9 +465,7 @@ async def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_mean
     monkeypatch.setattr(render_driver, "STILL_START_WAIT_S", 0.5)
     pool = render_driver.RenderPool()
     info = probe(media[0])
-    first = RenderJob(
-        media[0], RenderSpec("mp4", "720p"), str(tmp_path / "first" / "final.mp4"), workers=2, min_segment_s=SEGMENT_S
-    )
+    first = short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "first" / "final.mp4"), workers=2)
     frame_path = str(tmp_path / "source-frame.png")
     queued = replace(job_for(media, tmp_path, workers=2), source_info=info, source_frame_path=frame_path)
     run = RenderRun(queued, Hooks(), pool)

@@ -370,7 +370,9 @@ def native_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="no /proc here (not Linux): the native threads are counted there"
+)
 def test_a_segment_given_one_cpu_decodes_and_encodes_in_its_own_thread(clip):
     """Where every CPU has a segment, a decoder thread more only costs CPU: with one thread in its spec, a segment
     starts none beside the one it runs in; with two, its decoder and encoder start theirs."""

@@ -17,9 +17,9 @@ Sharing the cluster: the CPU tasks (audio, segments) are not handed to Ray at on
 `RenderPool`'s SegmentScheduler (serve_app.rendering.scheduling), shared by every render of a supervisor, which starts
 them as CPUs free up, round-robin across principals and FIFO within one; a render is cut into a segment per CPU
 of the cluster, busy or not, so the last renders of a batch spread over the CPUs the others leave.
-`job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead. Each segment's decoder and encoder get the CPUs
-the render has to itself as threads (render_kernels.segment_threads): one where every CPU has a segment or other
-work waits, as a thread more only costs CPU there.
+`job.workers` (VIDFORGE_RENDER_WORKERS) fixes the count instead. Each segment's decoder, scaler and encoder get the
+CPUs the render has to itself as threads (render_kernels.segment_threads): one where every CPU has a segment or
+other work waits, as a thread more only costs CPU there.
 
 Live progress: while it encodes, each segment task reports its frames done so far (at its first frame, then at
 most every `job.progress_interval_s` of the time passing in its worker, and at its last frame; fire-and-forget) to

@@ -252,8 +252,10 @@ class VidforgeServer:
     async def _listen(self, ctx: RequestContext, params: SubscriptionsListenRequestParams) -> JSONObject:
         """`subscriptions/listen`: ack first, then `notifications/tasks` (a full DetailedTask) whenever the
         status or `statusMessage` of a requested task changes: live progress is a poll-sooner signal too, and
-        its rate is bounded where it is produced (the render driver reports at most four times a second). Tools
-        and resources never change at runtime, so those opt-ins are honoured and simply never fire.
+        its rate is bounded where it is produced (the render driver reports at most four times a second). A task
+        already ended when looked up gets its terminal notification right after the ack; each task gets its
+        terminal notification exactly once, and is not watched after it. Tools and resources never change at
+        runtime, so those opt-ins are honoured and simply never fire.
 
         Bounded, since a stream holds an ingress slot (and one of the principal's listen leases, see
         serve_app/ingress/admission.py): at most `max_task_ids` taskIds (-32602 beyond), looked up in one registry
@@ -295,6 +297,18 @@ class VidforgeServer:
 
         await send("notifications/subscriptions/acknowledged", {"notifications": honored})
         review_url = self.service.review_url
+
+        def detailed(rec: TaskRecord) -> JSONObject:
+            watch_url = self.service.watch_url(rec)
+            return views.detailed_task(rec, caller, self.settings.result_retention_s, review_url(rec), watch_url)
+
+        ended: set[str] = set()  # the tasks whose terminal notification has been sent
+        for task_id, rec in records.items():
+            if rec.status.terminal:  # ended before the stream opened: the loop would never see it change
+                ended.add(task_id)
+                task = detailed(rec)
+                task.pop("resultType")
+                await send("notifications/tasks", task)
         last_sent = {
             task_id: (rec.status.value, views.status_message(rec, caller, review_url(rec)))
             for task_id, rec in records.items()
@@ -306,14 +320,18 @@ class VidforgeServer:
             if remaining <= 0:
                 break
             wait_s = min(LISTEN_WAIT_S, remaining)
-            for rec in await self.service.watch(caller.principal, list(records), versions, wait_s):
+            live = [task_id for task_id in records if task_id not in ended]
+            for rec in await self.service.watch(caller.principal, live, versions, wait_s):
+                if rec.task_id in ended:
+                    continue
                 records[rec.task_id] = rec
                 versions[rec.task_id] = rec.version
-                watch_url = self.service.watch_url(rec)
-                task = views.detailed_task(rec, caller, self.settings.result_retention_s, review_url(rec), watch_url)
+                task = detailed(rec)
                 shown = (rec.status.value, str(task["statusMessage"]))
                 if shown != last_sent[rec.task_id]:
                     last_sent[rec.task_id] = shown
+                    if rec.status.terminal:
+                        ended.add(rec.task_id)
                     task.pop("resultType")
                     await send("notifications/tasks", task)
                     idle_deadline = anyio.current_time() + limits.listen_idle_s

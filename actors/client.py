@@ -23,7 +23,7 @@ from actors.change_feed import Changes, Snapshot
 from actors.handle import REGISTRY_NAME, SUPERVISOR_NAME, singleton_actor_options
 from actors.observer import RegistryObserver
 from actors.settings import RegistrySettings
-from actors.task_registry import QUEUED_MESSAGE, Created, TaskRegistry
+from actors.task_registry import QUEUED_MESSAGE, Created, StateHealth, TaskRegistry
 from mcp_protocol.domain import ApprovalAnswer, Artifact, Phase, RenderEnd, RenderRequest, TaskRecord
 from mcp_protocol.webhook_events import Attempt, Backlog, Delivery
 
@@ -37,6 +37,7 @@ class RegistryApi(Protocol):
     """What callers ask of the TaskRegistry (its own docstrings say what each call does)."""
 
     async def start(self) -> None: ...
+    async def state_health(self) -> StateHealth: ...
 
     # reads
     async def get(self, principal: str, task_id: str) -> TaskRecord | None: ...
@@ -159,6 +160,7 @@ class RegistryClient(ActorClient):
     """The cluster's TaskRegistry actor, as a `RegistryApi`."""
 
     start = _Call(RegistryApi.start)
+    state_health = _Call(RegistryApi.state_health)
     get = _Call(RegistryApi.get)
     read = _Call(RegistryApi.read)
     changes = _Call(RegistryApi.changes)

@@ -18,6 +18,7 @@ from actors.settings import RegistrySettings
 from actors.store import TaskStore
 from actors.working_set import WorkingSet
 from mcp_protocol.domain import ApprovalTimedOut, TaskRecord, TaskStatus
+from mcp_protocol.state_outage import StateUnavailable
 from media_store import MediaStore
 from media_store.artifacts import delete_renders
 from media_store.assets import AssetIndex, hide_assets, settle_hidden
@@ -59,13 +60,19 @@ class Housekeeping:
     _started_ms: int
     _media: MediaStore
     _assets: AssetIndex
-    _store: TaskStore
-    _records: WorkingSet
     _unsaved: dict[str, int]
     _observer: RegistryObserver
     _feed: ChangeFeed
 
     # The registry's own calls the sweep makes.
+    @property
+    @abstractmethod
+    def _store(self) -> TaskStore: ...
+
+    @property
+    @abstractmethod
+    def _records(self) -> WorkingSet: ...
+
     @abstractmethod
     def _bind_loop(self) -> None: ...
 
@@ -86,6 +93,8 @@ class Housekeeping:
             await asyncio.sleep(0 if backlog else self._config.sweep_interval_s)
             try:
                 backlog = (await self.sweep()).backlog
+            except StateUnavailable:  # said where the state went away; the next pass tries again
+                backlog = False
             except Exception:  # a failed pass must not end housekeeping for the actor's lifetime
                 backlog = False
                 log.exception("task registry sweep failed; retrying next interval")

@@ -16,8 +16,9 @@ from mcp_protocol.domain import TaskRecord, TaskStatus
 
 class RegistryObserver(Protocol):
     def opened(self, live: Iterable[TaskRecord], finished: Mapping[TaskStatus, int]) -> None:
-        """Once, in the registry's process, before anything else: the live tasks it starts with (reloaded from its
-        store) and how many finished ones of each status the store holds (those are not loaded: issue 36)."""
+        """In the registry's process, before any other call, and again whenever the registry reloads from its store
+        (a new session after the state was out of reach): the live tasks it holds from then on (what an earlier call
+        said is replaced) and how many finished ones of each status the store holds (those are not loaded)."""
 
     def committed(self, before: TaskRecord | None, after: TaskRecord) -> None:
         """A record was created (`before` None) or changed; called for every change, live progress included."""
@@ -27,6 +28,9 @@ class RegistryObserver(Protocol):
 
     def swept(self, now_ms: int) -> None:
         """A housekeeping pass ended (every `sweep_interval_s`): time to refresh what depends on the clock."""
+
+    def state_changed(self, unavailable_reason: str | None) -> None:
+        """The task state went out of reach (why), or answers again (None)."""
 
 
 class Unobserved:
@@ -42,4 +46,7 @@ class Unobserved:
         pass
 
     def swept(self, now_ms: int) -> None:
+        pass
+
+    def state_changed(self, unavailable_reason: str | None) -> None:
         pass

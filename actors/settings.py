@@ -30,6 +30,10 @@ class RegistrySettings:
     sweep_interval_s: float  # between housekeeping passes
     sweep_batch: int  # most tasks (and assets) one sweep pass deletes
     registry_cache_size: int  # finished task records kept in memory (most recently used); the rest are read by key
+    # The most one call on the task state may take (connect, statement, commit): past it a hung database is treated
+    # like one that is down. And the longest wait between two attempts to reach it again.
+    state_timeout_s: float
+    state_retry_max_s: float
 
     @property
     def state_location(self) -> str:

@@ -4,9 +4,11 @@ Enough for one head whose disk outlives it; `actors.postgres_store` keeps the sa
 instead. The layout version is the database's ``user_version`` (see ``actors.store``).
 """
 
+import functools
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from actors.store import (
     BACKLOG,
@@ -29,6 +31,7 @@ from actors.store import (
     task_row,
 )
 from mcp_protocol.domain import TERMINAL, TaskRecord, TaskStatus
+from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.webhook_events import Attempt, Backlog, Delivery, OutboxEvent
 from media_store.private_files import create_private_file, make_private_dirs
 
@@ -67,6 +70,46 @@ CREATE INDEX IF NOT EXISTS idempotency_by_task ON idempotency (task_id)
 _LIVE = ", ".join(f"'{status.value}'" for status in TaskStatus if not status.terminal)
 _TERMINAL = ", ".join(f"'{status.value}'" for status in TERMINAL)
 _ID_BATCH = 500  # ids per `IN (...)` query: well under SQLite's bound on a statement's parameters
+# The disk's state, not the request: full (SQLITE_FULL), turned read-only (SQLITE_READONLY), failing I/O
+# (SQLITE_IOERR), the file out of reach (SQLITE_CANTOPEN), or another process's lock (SQLITE_BUSY). SQLite rolls the
+# transaction back, so the file stays whole and the same write succeeds once the disk is back.
+_UNAVAILABLE_CODES = frozenset(
+    {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_BUSY}
+)
+RETRY_AFTER_MS = 5000  # a hint: about the time an operator or the sweep needs to free space
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _disk_faults_unavailable(
+    writes: bool,
+) -> Callable[[Callable[Concatenate["SqliteTaskStore", P], R]], Callable[Concatenate["SqliteTaskStore", P], R]]:
+    """A call the disk failed is `StateUnavailable`, remembered as the reason until a write succeeds (a read that
+    succeeds says nothing of a full disk)."""
+
+    def decorate(
+        method: Callable[Concatenate["SqliteTaskStore", P], R],
+    ) -> Callable[Concatenate["SqliteTaskStore", P], R]:
+        @functools.wraps(method)
+        def guarded(store: "SqliteTaskStore", /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                result = method(store, *args, **kwargs)
+            except sqlite3.Error as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _UNAVAILABLE_CODES:
+                    raise
+                store.down_reason = f"{store.path}: {exc}"
+                raise StateUnavailable(store.down_reason, RETRY_AFTER_MS) from None
+            if writes:
+                store.down_reason = None
+            return result
+
+        return guarded
+
+    return decorate
+
+
+_reads = _disk_faults_unavailable(writes=False)
+_writes = _disk_faults_unavailable(writes=True)
 
 
 class SqliteTaskStore:
@@ -87,7 +130,19 @@ class SqliteTaskStore:
         self._conn = sqlite3.connect(self.path, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
+        self.down_reason: str | None = None
         self._migrate()
+
+    def session(self) -> int:
+        """Always the one: a failed SQLite commit is rolled back, so nothing held in memory needs reloading."""
+        return 1
+
+    def unavailable_reason(self) -> str | None:
+        return self.down_reason
+
+    @_reads
+    def probe(self) -> None:
+        self._conn.execute("SELECT 1").fetchone()
 
     def _migrate(self) -> None:
         """Create or bring the layout to SCHEMA_VERSION, in one transaction: all of it, or none.
@@ -117,14 +172,17 @@ class SqliteTaskStore:
                 self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
+    @_reads
     def live_tasks(self) -> list[TaskRecord]:
         rows = self._conn.execute(f"SELECT record FROM tasks WHERE status IN ({_LIVE}) ORDER BY created_at_ms, task_id")
         return [TaskRecord.model_validate_json(record) for (record,) in rows]
 
+    @_reads
     def get_task(self, task_id: str) -> TaskRecord | None:
         row = self._conn.execute("SELECT record FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
         return TaskRecord.model_validate_json(row[0]) if row else None
 
+    @_writes
     def save_task(
         self, record: TaskRecord, *, claim_idempotency_key: bool = False, events: Sequence[OutboxEvent] = ()
     ) -> None:
@@ -139,6 +197,7 @@ class SqliteTaskStore:
                 )
             self._conn.executemany(_sqlite(OUTBOX_INSERT), [outbox_row(event) for event in events])
 
+    @_reads
     def owned_task_ids(self, principal: str, limit: int, before: tuple[int, str] | None = None) -> list[str]:
         if before is None:
             rows = self._conn.execute(
@@ -153,6 +212,7 @@ class SqliteTaskStore:
             )
         return [task_id for (task_id,) in rows]
 
+    @_reads
     def expired_tasks(self, retained_from_before_ms: int, limit: int) -> list[TaskRecord]:
         rows = self._conn.execute(
             "SELECT record FROM tasks WHERE retain_from_ms <= ? ORDER BY retain_from_ms, task_id LIMIT ?",
@@ -160,6 +220,7 @@ class SqliteTaskStore:
         )
         return [TaskRecord.model_validate_json(record) for (record,) in rows]
 
+    @_writes
     def delete_tasks(self, task_ids: list[str]) -> None:
         """One commit (one fsync) for a whole sweep batch, not one per task."""
         rows = [(task_id,) for task_id in task_ids]
@@ -167,6 +228,7 @@ class SqliteTaskStore:
             self._conn.executemany("DELETE FROM tasks WHERE task_id = ?", rows)
             self._conn.executemany("DELETE FROM idempotency WHERE task_id = ?", rows)
 
+    @_reads
     def find_idempotent(self, principal: str, key: str, claimed_after_ms: int) -> str | None:
         row = self._conn.execute(
             "SELECT task_id FROM idempotency WHERE principal = ? AND key = ? AND created_at_ms > ?",
@@ -174,12 +236,14 @@ class SqliteTaskStore:
         ).fetchone()
         return row[0] if row else None
 
+    @_writes
     def drop_idempotency(self, claimed_at_or_before_ms: int) -> int:
         with self._conn:
             return self._conn.execute(
                 "DELETE FROM idempotency WHERE created_at_ms <= ?", (claimed_at_or_before_ms,)
             ).rowcount
 
+    @_reads
     def known_task_ids(self, task_ids: Iterable[str]) -> set[str]:
         ids, known = list(task_ids), set[str]()
         for start in range(0, len(ids), _ID_BATCH):
@@ -190,14 +254,17 @@ class SqliteTaskStore:
             known.update(task_id for (task_id,) in rows)
         return known
 
+    @_reads
     def count_tasks(self) -> int:
         (count,) = self._conn.execute("SELECT count(*) FROM tasks").fetchone()
         return int(count)
 
+    @_reads
     def count_finished(self) -> dict[TaskStatus, int]:
         rows = self._conn.execute(f"SELECT status, count(*) FROM tasks WHERE status IN ({_TERMINAL}) GROUP BY status")
         return {TaskStatus(status): count for status, count in rows}
 
+    @_writes
     def webhooks_due(self, now_ms: int, limit: int, lease_until_ms: int) -> list[Delivery]:
         with self._conn:
             rows = self._conn.execute(
@@ -210,20 +277,24 @@ class SqliteTaskStore:
             )
         return [delivery_of(row[1:]) for row in rows]
 
+    @_writes
     def record_webhook_attempt(self, event_id: str, attempt: Attempt) -> None:
         with self._conn:
             self._conn.execute(_sqlite(RECORD_ATTEMPT), attempt_row(event_id, attempt))
 
+    @_reads
     def list_webhook_deliveries(
         self, principal: str, limit: int, before: tuple[int, str] | None = None
     ) -> list[Delivery]:
         query, params = list_deliveries_query(principal, limit, before)
         return [delivery_of(row) for row in self._conn.execute(_sqlite(query), params)]
 
+    @_reads
     def webhook_backlog(self) -> Backlog:
         count, oldest, next_due = self._conn.execute(BACKLOG).fetchone()
         return Backlog(pending=count, oldest_created_at_ms=oldest, next_due_at_ms=next_due)
 
+    @_writes
     def drop_webhook_deliveries(self, created_at_or_before_ms: int, limit: int) -> int:
         with self._conn:
             return self._conn.execute(_sqlite(DROP_SETTLED), (created_at_or_before_ms, limit)).rowcount

@@ -26,6 +26,9 @@ SCHEMA_VERSION = 4
 class TaskStore(Protocol):
     """Where the registry's task records live: every mutating method has committed (durably) before it returns.
 
+    Every method raises ``mcp_protocol.state_outage.StateUnavailable`` when the store cannot answer for now (its
+    database down or hung, its disk full or read-only): nothing was changed, and the same call may succeed later.
+
     Two backends implement it: ``actors.sqlite_store.SqliteTaskStore`` (the embedded default) and
     ``actors.postgres_store.PostgresTaskStore``; ``actors.open_store.open_task_store`` picks one.
     """
@@ -104,6 +107,21 @@ class TaskStore(Protocol):
     def drop_webhook_deliveries(self, created_at_or_before_ms: int, limit: int) -> int:
         """Forget up to ``limit`` settled (delivered or given-up) deliveries created at or before the cutoff, oldest
         first, through the index on settled rows; returns how many went."""
+        ...
+
+    def session(self) -> int:
+        """The number of the session (connection) calls go through now, a new one after each reconnection: what a
+        caller holds in memory may be behind the store when it changes (a commit whose answer was lost may have
+        landed). Raises ``StateUnavailable`` while there is none."""
+        ...
+
+    def unavailable_reason(self) -> str | None:
+        """Why the state cannot be read or written now (the last failure), or None while it can."""
+        ...
+
+    def probe(self) -> None:
+        """Ask the store something trivial now, so that a lost session is noticed without waiting for a real call
+        (``StateUnavailable`` if it is)."""
         ...
 
     def close(self) -> None: ...

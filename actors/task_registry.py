@@ -8,6 +8,11 @@ for a restarted actor or server. In memory it holds only the live records and a 
 
 Live progress is the one exception to write-through: see ``set_progress`` and ``VOLATILE``.
 
+The store may be out of reach (its database down, hung, failing over; its disk full): the registry is constructed
+anyway (``actors.store_opener``), reads of what it holds go on from memory, and every call that needs the store raises
+``StateUnavailable`` until it answers again. When the store's session changes (a reconnection) the registry reloads
+its live records from it, exactly as a restarted registry does, since a commit whose answer was lost may have landed.
+
 Concurrency model: all methods run on one event loop. A check and the write that depends on it never have
 an ``await`` between them (the store commit is synchronous), so each transition is atomic with respect to
 every other caller; the only suspension points are publishing a change and waiting in ``watch``.
@@ -26,6 +31,8 @@ from actors.housekeeping import DRIVER_LEASE_S, Driver, Housekeeping
 from actors.observer import RegistryObserver, Unobserved
 from actors.open_store import open_task_store
 from actors.settings import RegistrySettings
+from actors.store import TaskStore
+from actors.store_opener import StoreOpener
 from actors.working_set import WorkingSet
 from mcp_protocol.domain import (
     TERMINAL,
@@ -42,6 +49,7 @@ from mcp_protocol.domain import (
     TaskRecord,
     TaskStatus,
 )
+from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.webhook_events import Attempt, Backlog, Delivery, events_for
 from media_store import open_media_store
 from media_store.assets import AssetIndex
@@ -110,6 +118,13 @@ class IdempotencyConflict(RegistryError):
         return f"the idempotency key already names {self.task_id!r}, created with other arguments"
 
 
+class StateHealth(NamedTuple):
+    """Whether the task state can be reached now, and if not why (for `/readyz`)."""
+
+    available: bool
+    reason: str | None
+
+
 class Created(NamedTuple):
     task: TaskRecord
     created: bool  # False: an idempotent replay answered with the task the key already names
@@ -144,19 +159,80 @@ class TaskRegistry(Housekeeping):
         # from which the sweep deletes expired renders and assets.
         self._media = open_media_store(config.storage_url, config.data_dir)
         self._assets = AssetIndex(self._media)  # the sweep applies the assets' retention too
-        self._store = open_task_store(config)
-        # Past any bump the previous instance published but never saved.
-        live = [rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS}) for rec in self._store.live_tasks()]
-        for rec in live:
-            self._store.save_task(rec)
-        self._records = WorkingSet(self._store, live, config.registry_cache_size)
+        self._opener = StoreOpener(
+            lambda: open_task_store(config, wait=False), config.state_location, config.state_retry_max_s
+        )
+        self._held: WorkingSet | None = None  # the records, once loaded from the store (see `_records`)
+        self._session: int | None = None  # the store's session they were loaded from
+        self._state_down: str | None = None  # why the state was out of reach when last looked at
         self._unsaved: dict[str, int] = {}  # live task id -> version bumps not yet in the store
-        self._observer.opened(live, self._store.count_finished())
         self._feed = ChangeFeed(log_size=DELETION_LOG_BATCHES * config.sweep_batch)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
         self._outbox_adds = 0  # commits that added webhook events (`webhooks_added`)
         self._sweeper: asyncio.Task[None] | None = None
+        try:
+            self._records  # noqa: B018 - loaded now when the store answers: a usable registry at once
+        except StateUnavailable:
+            pass  # loaded by the first call after the store answers
+
+    @property
+    def _store(self) -> TaskStore:
+        return self._opener.store()
+
+    @property
+    def _records(self) -> WorkingSet:
+        """The records held: loaded from the store on first use and again whenever its session changed. While the
+        store is out of reach they stay readable from memory (every write still fails at the store); before they were
+        ever loaded, `StateUnavailable`."""
+        try:
+            store = self._opener.store()
+            session = store.session()
+        except StateUnavailable as unavailable:
+            self._observe_state(unavailable.reason)
+            if self._held is None:
+                raise
+            return self._held
+        if session != self._session:
+            self._load(store, session)
+        else:
+            self._observe_state(store.unavailable_reason())
+        assert self._held is not None
+        return self._held
+
+    def _load(self, store: TaskStore, session: int) -> None:
+        """(Re)load the live records as a restarted registry does, versions moved past any bump published but never
+        saved; every task held before or now is marked changed, so followers of the feed read it again."""
+        live = [rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS}) for rec in store.live_tasks()]
+        for rec in live:
+            store.save_task(rec)
+        held_before = set(self._held.live) if self._held is not None else set()
+        self._held = WorkingSet(store, live, self._config.registry_cache_size)
+        self._session = session
+        self._unsaved = {}
+        self._observer.opened(live, store.count_finished())
+        self._observe_state(None)
+        for task_id in held_before | {rec.task_id for rec in live}:
+            self._feed.changed(task_id)
+        if held_before and self._loop is not None and self._loop.is_running():
+            self._loop.create_task(self._notify())
+
+    def _observe_state(self, reason: str | None) -> None:
+        """Tell the observer when the state goes out of reach or comes back (a gauge and a count of outages)."""
+        if (reason is None) != (self._state_down is None):
+            self._observer.state_changed(reason)
+        self._state_down = reason
+
+    async def state_health(self) -> StateHealth:
+        """Whether the task state answers now (asked of the store, not of memory): for `/readyz`."""
+        try:
+            self._store.probe()  # a session lost while nothing was asked is noticed now
+            self._records  # noqa: B018 - (re)loads on a new session, so a true answer is a usable registry
+        except StateUnavailable:
+            pass
+        reason = self._opener.unavailable_reason()
+        self._observe_state(reason)
+        return StateHealth(available=reason is None, reason=reason)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -169,7 +245,7 @@ class TaskRegistry(Housekeeping):
         another registry opening the same database waits for."""
         if self._sweeper is not None:
             self._sweeper.cancel()
-        self._store.close()
+        self._opener.close()
 
     def _bind_loop(self) -> None:
         """Tie the change condition and the sweep loop to the running event loop, once per loop.
@@ -380,7 +456,10 @@ class TaskRegistry(Housekeeping):
         events = events_for(before, rec, retention_s=self._config.result_retention_s)
         unsaved = 0 if durable or events else self._unsaved.get(task_id, 0) + 1
         if unsaved in (0, MAX_UNSAVED_BUMPS):
-            self._store.save_task(rec, claim_idempotency_key=claim_idempotency_key, events=events)
+            store = self._store
+            if store.session() != self._session:  # reconnected since the records were read: reload them first
+                raise StateUnavailable(f"{self._opener.location}: reconnected; reloading", MIN_RETRY_AFTER_MS)
+            store.save_task(rec, claim_idempotency_key=claim_idempotency_key, events=events)
             unsaved = 0
         if events:
             self._outbox_adds += 1
@@ -465,12 +544,16 @@ class TaskRegistry(Housekeeping):
         """End the task: ``completed`` with ``end`` (a success carries its artifact, so no cancel can land
         between the file's publication and the completion), or ``cancelled``.
 
-        Returns None when the caller's outcome is discarded: the task is already terminal (a rejection, an
-        approval timeout or another driver finished it first), or a cancel was requested — then the task
+        The same end sent again (a retry whose first answer was lost, the task state having gone away) answers
+        the record it made. Returns None when the caller's outcome is discarded: the task is already terminal (a
+        rejection, an approval timeout or another driver finished it first), or a cancel was requested — then the task
         ends cancelled here instead, whatever the driver got to. Either way the caller deletes its files.
         """
         cancelled = isinstance(end, Cancelled)
-        if not cancelled and self._require(task_id).cancel_requested:
+        current = self._require(task_id)
+        if current.status.terminal and current.end == end:  # sent again, its first answer lost: it is done
+            return current
+        if not cancelled and current.cancel_requested:
             await self._update(task_id, CANCELLED, end=Cancelled(), status_message=CANCELLED_MESSAGE)
             return None
         fields: dict[str, object] = {"end": end}

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from mcp_protocol.domain import RenderRequest
 
 DISK_FULL_RETRY_AFTER_MS = 60_000  # a hint, not a limit: about the time for a cleanup or a sweep to free space
+FAULT_RETRY_AFTER_MS = 2000  # a hint: an unexpected fault is usually gone on the next try
 IMPORT_RETRY_AFTER_MS = 5000  # a hint: a remote that did not deliver is often back, or reachable, within seconds
 
 
@@ -503,6 +504,17 @@ def import_failed(reason: str, url: str) -> VidforgeError:
             "Retry after retry_after_ms; if it keeps failing, check that the link works in a browser, or upload the "
             "file with POST /assets.",
         ),
+    )
+
+
+def state_unavailable(reason: str, retry_after_ms: int) -> VidforgeError:
+    """The task state out of reach for now (mcp_protocol.state_outage): temporary, the request unchanged succeeds
+    once it answers again."""
+    return internal_error(
+        "vidforge cannot reach its task state right now; try again shortly.",
+        None,
+        f"The task state is unavailable: {reason}.",
+        retry_after_ms,
     )
 
 

@@ -140,6 +140,10 @@ class Config(BaseSettings):
     # How long a replica waits for the TaskRegistry to answer a read (tasks/get, the status tool) before it answers
     # the contract's temporary error instead (a registry hung, or its node lost: Ray would wait for good).
     registry_timeout_s: float = Field(default=30.0, gt=0)  # past a registry restart on a loaded node
+    # The task state's bounds (actors/postgres_store.py, actors/store_opener.py): the most one connect, statement or
+    # commit may take before the database counts as down, and the longest wait between attempts to reach it again.
+    state_timeout_s: float = Field(default=5.0, ge=1)
+    state_retry_max_s: float = Field(default=5.0, gt=0)
     # `vidforge serve --ray-address`: how long the joined cluster's GCS may refuse connections before vidforge serve
     # exits 3 (serve_app/launch/ray_watch.py); a GCS with fault tolerance restarts within it.
     gcs_grace_s: float = Field(default=30.0, gt=0)

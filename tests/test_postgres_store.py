@@ -14,9 +14,10 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from actors.postgres_store import PostgresTaskStore, StateOwned, StateSessionLost
+from actors.postgres_store import PostgresTaskStore, StateOwned
 from actors.store import SCHEMA_VERSION, task_row
 from mcp_protocol.domain import Artifact, Cancelled, Phase, RenderRequest, Succeeded, TaskRecord, TaskStatus
+from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.webhook_events import Attempt, Backlog, DeliveryState, EventType, OutboxEvent, event_id
 from tests import postgres
 from tests.harness import wait_until
@@ -226,9 +227,9 @@ def test_the_waiting_store_takes_over_when_the_owners_process_is_killed(state_ur
         assert len(waiting_lines(caplog)) == 1
 
 
-def test_a_store_whose_session_is_gone_cannot_write_and_does_not_reconnect(state_url, postgres_url):
-    lost: list[bool] = []  # in the registry's actor, the process ends here (actors.open_store)
-    store = PostgresTaskStore(state_url, on_session_lost=lambda: lost.append(True))
+def test_a_store_whose_session_is_ended_answers_unavailable_then_owns_a_new_one(state_url, postgres_url, caplog):
+    caplog.set_level(logging.WARNING, logger="actors.postgres_store")
+    store = PostgresTaskStore(state_url, retry_max_s=0.5)
     try:
         store.save_task(record("t_1"))
         with psycopg.connect(postgres_url, autocommit=True) as admin:
@@ -236,16 +237,20 @@ def test_a_store_whose_session_is_gone_cannot_write_and_does_not_reconnect(state
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                 (urlsplit(state_url).path.lstrip("/"),),
             )
-        with pytest.raises(StateSessionLost, match="lost the session that owns the task state"):
+        with pytest.raises(StateUnavailable, match="reconnecting"):
             store.save_task(record("t_2"))
-        assert lost == [True]
-        with pytest.raises(StateSessionLost):  # and stays so: no new session without the lock
-            store.get_task("t_1")
+        wait_until(lambda: store.unavailable_reason() is None, timeout=60, message="the store's new session")
+        assert store.session() == 2
+        store.save_task(record("t_2"))  # on the new session, which took the lock first
+        with pytest.raises(StateOwned):
+            PostgresTaskStore(state_url, wait=False)
+        said = [r.getMessage() for r in caplog.records if "lost the task state's session" in r.getMessage()]
+        assert len(said) == 1 and urlsplit(state_url).password not in caplog.text
     finally:
         store.close()
     other = PostgresTaskStore(state_url, wait=False)  # the lock went with the session
     try:
-        assert other.known_task_ids(["t_1", "t_2"]) == {"t_1"}
+        assert other.known_task_ids(["t_1", "t_2"]) == {"t_1", "t_2"}
     finally:
         other.close()
 

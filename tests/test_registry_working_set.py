@@ -49,8 +49,8 @@ def make(monkeypatch):
     reads; returns the registry and its store. Close a registry before opening another on the same state."""
     opened: list[CountingStore] = []
 
-    def open_counting(registry_settings):
-        opened.append(CountingStore(open_task_store(registry_settings)))
+    def open_counting(registry_settings, *, wait=True):
+        opened.append(CountingStore(open_task_store(registry_settings, wait=wait)))
         return opened[-1]
 
     monkeypatch.setattr("actors.task_registry.open_task_store", open_counting)

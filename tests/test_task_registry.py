@@ -552,7 +552,9 @@ async def test_a_requested_cancel_wins_over_any_completion(tmp_path):
     ended = await reg.get_any(task_id)
     assert ended.status == "cancelled" and ended.end == Cancelled() and ended.artifact is None
     assert await reg.count_active("alice") == 0
-    assert await reg.finish(task_id, Cancelled()) is None  # the driver's own cancel: already applied
+    # The driver's own cancel, the same end: already applied, answered with the record it made (as a retry whose
+    # first answer was lost is), not discarded.
+    assert await reg.finish(task_id, Cancelled()) == ended
 
 
 class RecordingDriver:

@@ -25,6 +25,14 @@ RENDERS = Metric(
     "Renders the registry holds, by task status (terminal ones until retention).",
     ("state",),
 )
+STATE_AVAILABLE = Metric(
+    "vidforge_state_available",
+    "gauge",
+    "1 while the task state (SQLite or PostgreSQL) answers, 0 while it is out of reach (down, hung, full).",
+)
+STATE_OUTAGES = Metric(
+    "vidforge_state_outages_total", "counter", "Times the task state went out of reach (each outage counts once)."
+)
 RENDERS_CREATED = Metric(
     "vidforge_renders_created_total", "counter", "Renders accepted (idempotent replays excluded).", ("principal",)
 )
@@ -142,6 +150,8 @@ WEBHOOK_ATTEMPT_SECONDS = Metric(
 
 ALL_METRICS = (
     RENDERS,
+    STATE_AVAILABLE,
+    STATE_OUTAGES,
     RENDERS_CREATED,
     RENDERS_ENDED,
     QUEUE_DEPTH,

@@ -23,6 +23,8 @@ from serve_app.observability.catalog import (
     RENDERS,
     RENDERS_CREATED,
     RENDERS_ENDED,
+    STATE_AVAILABLE,
+    STATE_OUTAGES,
 )
 from serve_app.observability.metric import principal_label
 from serve_app.observability.process import observe_process
@@ -38,9 +40,14 @@ class RegistryMetrics:
         self._states: Counter[TaskStatus] = Counter()
         self._unfinished: Counter[str] = Counter()  # by principal label
         self._asked_ms: dict[str, int] = {}  # task id -> when its pending approval was asked
+        self._observed = False  # whether this process's metrics are reported yet
 
     def opened(self, live: Iterable[TaskRecord], finished: Mapping[TaskStatus, int]) -> None:
-        observe_process(self.config)
+        self._observe_process()
+        for label in self._unfinished:  # a reload replaces what an earlier call said
+            QUEUE_DEPTH.set(0, principal=label)
+        self._states, self._unfinished = Counter(), Counter()
+        STATE_AVAILABLE.set(1)
         for rec in live:
             self._count(rec, 1)
         self._states.update(finished)  # the finished ones are counted, not loaded (actors/working_set.py)
@@ -73,6 +80,25 @@ class RegistryMetrics:
             self._count(rec, -1)
         for status in {rec.status for rec in tasks}:
             RENDERS.set(self._states[status], state=status.value)
+
+    def state_changed(self, unavailable_reason: str | None) -> None:
+        self._observe_process()
+        STATE_AVAILABLE.set(0 if unavailable_reason else 1)
+        if unavailable_reason is not None:
+            STATE_OUTAGES.inc()
+            logger.warning(
+                "task state unavailable: %s",
+                unavailable_reason,
+                extra={"event": "state_unavailable", "reason": unavailable_reason},
+            )
+        else:
+            logger.warning("task state available again", extra={"event": "state_available"})
+
+    def _observe_process(self) -> None:
+        """This process's metrics are reported from the first call on (once)."""
+        if not self._observed:
+            self._observed = True
+            observe_process(self.config)
 
     def swept(self, now_ms: int) -> None:
         APPROVALS_WAITING.set(len(self._asked_ms))

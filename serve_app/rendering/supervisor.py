@@ -31,6 +31,7 @@ is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly lik
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -40,6 +41,7 @@ import ray
 
 from actors import RegistryApi, SupervisorApi
 from actors.client import open_supervisor
+from actors.outage import until_state_answers
 from actors.task_registry import CANCELLED_MESSAGE
 from mcp_protocol.domain import (
     Artifact,
@@ -56,6 +58,7 @@ from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.errors import over_time_limit
 from mcp_protocol.progress import RenderProgress
+from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.timefmt import now_ms
 from media_store.artifacts import discard, final_key, poster_key, preview_key, source_frame_key
 from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
@@ -109,20 +112,33 @@ class RegistryHooks:
     async def progress(self, report: RenderProgress) -> None:
         """The driver already reports at a bounded rate (once a progress interval, 0.25-1 s, only when a count
         moves); the registry publishes each at once and stores only phase changes (frames and speed are volatile)."""
-        self._checkpoint(await self.registry.set_progress(self.task_id, **report.fields()))
+        try:
+            self._checkpoint(await self.registry.set_progress(self.task_id, **report.fields()))
+        except StateUnavailable:
+            pass  # counts only: the next report carries them, so the render goes on while the state is away
 
     async def preview_ready(self, path: str) -> bool:
         """Contract §3.3: publish the preview, go `input_required`, and wait for the decision (or the
         registry's sweep ending the task on the approval timeout). A cancel requested meanwhile stops the
         render at once (`_checkpoint`): the wait below is then cancelled with it."""
-        rec = await self.registry.get_any(self.task_id)
+        task_id, registry = self.task_id, self.registry
+        rec = await until_state_answers(lambda: registry.get_any(task_id), f"render {task_id}'s record read")
         self._checkpoint(rec)
         if rec is not None and rec.status is TaskStatus.WORKING and rec.approval is None:
             # None: ended meanwhile (cancelled), and there is nothing left to approve
-            rec = await self.registry.request_input(self.task_id, self.config.approval_timeout_s)
+            timeout_s = self.config.approval_timeout_s
+
+            async def ask() -> TaskRecord | None:
+                asked = await registry.get_any(task_id)  # a try whose answer was lost may have asked already
+                if asked is not None and asked.status is TaskStatus.INPUT_REQUIRED:
+                    return asked
+                return await registry.request_input(task_id, timeout_s)
+
+            rec = await until_state_answers(ask, f"render {task_id}'s approval request")
         while rec is not None and rec.status is TaskStatus.INPUT_REQUIRED:
-            await self.registry.watch(self.principal, [self.task_id], {self.task_id: rec.version}, WATCH_S)
-            rec = await self.registry.get_any(self.task_id)
+            wait = functools.partial(registry.watch, self.principal, [task_id], {task_id: rec.version}, WATCH_S)
+            await until_state_answers(wait, f"render {task_id}'s wait")
+            rec = await until_state_answers(lambda: registry.get_any(task_id), f"render {task_id}'s record read")
             self._checkpoint(rec)
         return rec is not None and rec.status is TaskStatus.WORKING
 
@@ -218,7 +234,7 @@ class RenderSupervisor:
         await self.warm_pool.arrived(round_id)
 
     async def _resume(self) -> None:
-        for rec in await self.registry.nonterminal():
+        for rec in await until_state_answers(self.registry.nonterminal, "the unfinished renders' read"):
             self._launch(rec)
 
     async def _renew_leases(self) -> None:
@@ -279,12 +295,14 @@ class RenderSupervisor:
         config = self.config
         if rec.attempt >= MAX_ATTEMPTS:  # a requested cancel still wins: finish applies it instead
             interrupted = Failed(code=ErrorCode.RENDER_FAILED, reason=f"render interrupted {rec.attempt} times")
-            await self.registry.finish(task_id, interrupted)
+            await self._finish(task_id, interrupted)
             return
         try:
             if self.warm_pool is not None:  # the held workers back in Ray's pool, for this render's tasks
                 await self.warm_pool.release()
-            started = await self.registry.bump_attempt(task_id)
+            started = await until_state_answers(
+                lambda: self.registry.bump_attempt(task_id), f"render {task_id}'s start"
+            )
             if started is None or started.cancel_requested:  # the first checkpoint: ended or cancelled before any work
                 raise asyncio.CancelledError
             rec = started
@@ -324,7 +342,7 @@ class RenderSupervisor:
         )
         # The size delivered, said where every client era reads it: `resolution` names only the short side.
         message = f"Render complete: {stats.width}x{stats.height} {request.output_format}."
-        finished = await self.registry.finish(task_id, Succeeded(artifact=artifact), message=message)
+        finished = await self._finish(task_id, Succeeded(artifact=artifact), message)
         if finished is None:
             await asyncio.to_thread(discard, self.assets.media, task_id)
         return finished is not None
@@ -332,7 +350,7 @@ class RenderSupervisor:
     async def _end_unfinished(self, task_id: str, exc: BaseException) -> None:
         """End a task whose render stopped short, with the outcome that says why."""
         if isinstance(exc, asyncio.CancelledError):
-            await self.registry.finish(task_id, Cancelled(), message=CANCELLED_MESSAGE)
+            await self._finish(task_id, Cancelled(), CANCELLED_MESSAGE)
             return
         if isinstance(exc, RenderRejected):
             return  # the decision (reject or timeout) already ended the task
@@ -351,7 +369,15 @@ class RenderSupervisor:
         else:  # any renderer fault ends as a retryable render_failed
             logger.error("render %s failed", task_id, exc_info=exc)
             end = Failed(code=ErrorCode.RENDER_FAILED, reason=f"{type(exc).__name__}: {exc}")
-        await self.registry.finish(task_id, end)
+        await self._finish(task_id, end)
+
+    async def _finish(self, task_id: str, end: RenderEnd, message: str | None = None) -> TaskRecord | None:
+        """The registry's `finish`, held while the task state is out of reach: a render whose segments and mux
+        finished during an outage completes once it is back, exactly once (a finish repeated for the same outcome
+        changes nothing)."""
+        return await until_state_answers(
+            lambda: self.registry.finish(task_id, end, message=message), f"render {task_id}'s end"
+        )
 
 
 def record_success(rec: TaskRecord, run: RenderRun, stats: MuxStats) -> None:

@@ -12,9 +12,11 @@ so it renders through contract §4's fallback tools.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 from mcp.server.context import ServerRequestContext
@@ -48,6 +50,7 @@ from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION
 from mcp_protocol.imports import AssetImports, ImportTaskMethods, is_import_task
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService
+from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.tasks import (
     SUBSCRIPTION_ID_META_KEY,
     StreamNotification,
@@ -137,6 +140,39 @@ def resource_error(error: VidforgeError, uri: str) -> MCPError:
     return mcp_error
 
 
+ParamsT = TypeVar("ParamsT")
+
+
+def enveloped(
+    handler: Callable[[RequestContext, ParamsT], Awaitable[JSONObject]],
+) -> Callable[[RequestContext, ParamsT], Awaitable[JSONObject]]:
+    """Every JSON-RPC error a method answers carries the contract's envelope in `data`: the task state out of reach
+    as the temporary error with its retry hint, any other fault as `internal_error` under a request_id its log line
+    names (the SDK's own answer would be a bare -32603)."""
+
+    @functools.wraps(handler)
+    async def answer(ctx: RequestContext, params: ParamsT) -> JSONObject:
+        try:
+            return await handler(ctx, params)
+        except MCPError:
+            raise
+        except StateUnavailable as unavailable:
+            raise as_mcp_error(unavailable.error()) from None
+        except VidforgeError as error:
+            raise as_mcp_error(error) from None
+        except Exception as exc:
+            fault = errors.internal_error(
+                "vidforge hit an unexpected fault handling this request.",
+                None,
+                "Internal error; details are in the server log under this request_id.",
+                errors.FAULT_RETRY_AFTER_MS,
+            )
+            fault.report(cause=exc)
+            raise as_mcp_error(fault) from None
+
+    return answer
+
+
 class VidforgeServer:
     """Builds the SDK server wired to a `RenderService`."""
 
@@ -153,9 +189,14 @@ class VidforgeServer:
             get_tool_input_schema=lambda name: input_schemas().get(name),
         )
         self.server.extensions[TASKS_EXTENSION] = {}
+
         # Registered as plain request handlers (the constructor's `on_*` hooks do the same, but are typed for the
         # SDK's result models): the contract's shapes are built here, as JSON.
-        handle = self.server.add_request_handler
+        def handle(
+            method: str, params_type: Any, handler: Callable[[RequestContext, Any], Awaitable[JSONObject]]
+        ) -> None:
+            self.server.add_request_handler(method, params_type, enveloped(handler))
+
         handle("server/discover", RequestParams, self._discover)
         handle("tools/list", PaginatedRequestParams, self._list_tools)
         handle("tools/call", CallToolRequestParams, self._call_tool)
@@ -231,6 +272,8 @@ class VidforgeServer:
                 raise errors.resource_not_found(None, self.settings.result_retention_s)
         except VidforgeError as error:
             raise resource_error(error, uri) from None
+        except StateUnavailable as unavailable:
+            raise resource_error(unavailable.error(), uri) from None
         contents = {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
         return {"resultType": "complete", "contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
 

@@ -32,6 +32,7 @@ from mcp_protocol.imports import AssetImports, ImportRequest, import_task_create
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService
 from mcp_protocol.results import end_result
+from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.views import Caller
 from mcp_protocol.wire_settings import WireSettings
 
@@ -87,6 +88,8 @@ class ToolCalls:
             return await self._handlers[name](caller, validate_arguments(name, arguments))
         except VidforgeError as error:
             return tool_error_result(error)
+        except StateUnavailable as unavailable:
+            return tool_error_result(unavailable.error())
         except Exception as exc:
             # A fault must still reach the agent as a contract-shaped, retryable error; its traceback is logged
             # under the request_id the agent sees.
@@ -94,7 +97,7 @@ class ToolCalls:
                 "vidforge hit an unexpected fault handling this call.",
                 None,
                 "Internal error; details are in the server log under this request_id.",
-                2000,
+                errors.FAULT_RETRY_AFTER_MS,
                 repair("retry_call", name, arguments if isinstance(arguments, dict) else {}),
             )
             fault.report(cause=exc)

@@ -156,7 +156,7 @@ class _Registry:
     def __init__(self, answer):
         self.answer = answer
 
-    async def get_any(self, task_id):
+    async def state_health(self):
         return await self.answer()
 
 
@@ -170,15 +170,30 @@ class _Store:
         return None
 
 
+DOWN = "postgresql://db:5432/vidforge: connection refused; reconnecting"
+
+
 @pytest.mark.parametrize(
-    ("registry_answers", "store_fails", "status", "failing"),
-    [(True, False, 200, None), (False, False, 503, ["registry"]), (True, True, 503, ["media_store"])],
+    ("registry_answers", "state_down", "store_fails", "status", "body"),
+    [
+        (True, None, False, 200, {"status": "ready", "state": "available"}),
+        (False, None, False, 503, {"status": "unready", "failing": ["registry"], "state": "unknown"}),
+        (True, None, True, 503, {"status": "unready", "failing": ["media_store"], "state": "available"}),
+        (
+            True,
+            DOWN,
+            False,
+            503,
+            {"status": "unready", "failing": ["state"], "state": "unavailable", "state_reason": DOWN},
+        ),
+    ],
 )
-def test_readyz_names_the_part_that_fails(monkeypatch, registry_answers, store_fails, status, failing):
+def test_readyz_names_the_part_that_fails(monkeypatch, registry_answers, state_down, store_fails, status, body):
     from starlette.applications import Starlette
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
+    from actors.task_registry import StateHealth
     from serve_app.ingress import readiness
 
     monkeypatch.setattr(readiness, "READY_TIMEOUT_S", 0.2)
@@ -186,8 +201,9 @@ def test_readyz_names_the_part_that_fails(monkeypatch, registry_answers, store_f
     async def answer():
         if not registry_answers:
             await asyncio.sleep(5)  # a registry that does not answer: the check's bound ends it
+        return StateHealth(available=state_down is None, reason=state_down)
 
     app = Starlette(routes=[Route("/readyz", readiness.Readiness(_Registry(answer), _Store(store_fails)))])
     response = TestClient(app).get("/readyz")
     assert response.status_code == status
-    assert response.json() == ({"status": "ready"} if failing is None else {"status": "unready", "failing": failing})
+    assert response.json() == body

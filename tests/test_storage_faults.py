@@ -85,7 +85,10 @@ def test_a_bucket_gone_is_not_a_missing_asset_and_the_server_is_not_ready(server
     with bucket_gone(s3_server):
         readiness = httpx.get(f"{server.base}/readyz", timeout=30)
         result = Wire(server.url).tool("vidforge_render_video", arguments)
-    assert (readiness.status_code, readiness.json()) == (503, {"status": "unready", "failing": ["media_store"]})
+    assert (readiness.status_code, readiness.json()) == (
+        503,
+        {"status": "unready", "failing": ["media_store"], "state": "available"},
+    )
     assert result["isError"] is True, result
     envelope = result["structuredContent"]
     assert envelope["temporary"] is True and envelope["code"] != "source_not_found", envelope

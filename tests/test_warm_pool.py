@@ -16,6 +16,7 @@ import anyio
 import httpx
 import pytest
 
+from actors.task_registry import StateHealth
 from render_kernels.warm_up import WARM_UP_FRAMES, warm_up
 from serve_app.ingress import readiness
 from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, WarmPool, _Round, warm_counts
@@ -75,8 +76,8 @@ class WarmingSupervisor:
 
 
 class AnsweringRegistry:
-    async def get_any(self, task_id: str) -> None:
-        return None
+    async def state_health(self) -> StateHealth:
+        return StateHealth(available=True, reason=None)
 
 
 class ReachableStore:
@@ -91,10 +92,10 @@ async def test_readyz_names_the_render_pool_until_it_is_warm(monkeypatch):
     endpoint = readiness.Readiness(AnsweringRegistry(), ReachableStore(), supervisor)
     cold = await endpoint.answer()
     assert cold.status_code == 503
-    assert json.loads(cold.body) == {"status": "unready", "failing": ["render_pool"]}
+    assert json.loads(cold.body) == {"status": "unready", "failing": ["render_pool"], "state": "available"}
     supervisor.warm.set()
     ready = await endpoint.answer()
-    assert ready.status_code == 200 and json.loads(ready.body) == {"status": "ready"}
+    assert ready.status_code == 200 and json.loads(ready.body) == {"status": "ready", "state": "available"}
 
 
 def loaded_workers(server: ServerProcess, titles: tuple[str, ...] = ("ray::IDLE", "ray::warm_worker")) -> set[int]:

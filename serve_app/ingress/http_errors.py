@@ -1,17 +1,21 @@
-"""Starlette's own refusals (no such route, method not allowed) in the contract's envelope.
+"""Starlette's own refusals (no such route, method not allowed), and the task state out of reach, in the contract's
+envelope.
 
 The file routes answer `{"error": <envelope>}`; without these handlers a wrong path or method would get
-Starlette's plain-text 404/405, the one kind of answer an agent could not parse.
+Starlette's plain-text 404/405, the one kind of answer an agent could not parse, and a request that needs the task
+state while its database is down a bare 500: it gets 503 with `Retry-After` and the temporary error instead, on the
+carrier of its route.
 """
 
 from __future__ import annotations
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from mcp_protocol import errors
-from serve_app.ingress.refusals import error_response
+from mcp_protocol.state_outage import StateUnavailable
+from serve_app.ingress.refusals import error_response, refusal
 
 ROUTES = "POST /mcp, POST /assets, GET /artifacts/{render_id}/final.{ext}, GET /assets, GET /renders[/{render_id}]"
 
@@ -25,4 +29,10 @@ def http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, error, dict(exc.headers or {}))
 
 
-EXCEPTION_HANDLERS = {HTTPException: http_error}
+def state_unavailable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StateUnavailable), exc
+    retry_after_s = str(max(1, -(-exc.retry_after_ms // 1000)))
+    return refusal(request.scope, 503, exc.error(), {"Retry-After": retry_after_s})
+
+
+EXCEPTION_HANDLERS = {HTTPException: http_error, StateUnavailable: state_unavailable}

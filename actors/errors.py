@@ -44,3 +44,8 @@ class QuotaExceeded(RegistryError):
 
     def __str__(self) -> str:
         return f"{self.active} renders in progress (limit {self.limit}); retry after {self.retry_after_ms} ms"
+
+
+class StateOwned(RuntimeError):
+    """Another head owns the task state (raised instead of waiting: `vidforge state migrate`, and the registry's
+    opener, which waits in the background)."""

@@ -30,6 +30,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
 
 from actors.backoff import Backoff
+from actors.errors import StateOwned
 from actors.settings import public_database_url
 from actors.store import (
     BACKLOG,
@@ -57,6 +58,7 @@ from mcp_protocol.domain import TERMINAL, TaskRecord, TaskStatus
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.webhook_events import Attempt, Backlog, Delivery, OutboxEvent
 
+__all__ = ["PostgresTaskStore", "StateOwned", "owner_lock_key"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Connection = psycopg.Connection[TupleRow]
@@ -103,10 +105,6 @@ _SERVER_KEEPALIVE = {"tcp_keepalives_idle": 10, "tcp_keepalives_interval": 5, "t
 # cancelling (57: admin shutdown, crash recovery, statement timeout), out of resources (53: disk full), and a
 # server that became a read-only standby (a failover that left this session on the old primary).
 _UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, pg_errors.ReadOnlySqlTransaction)
-
-
-class StateOwned(RuntimeError):
-    """Another head owns the task state (raised instead of waiting, for `vidforge state migrate`)."""
 
 
 def owner_lock_key(schema: str) -> int:

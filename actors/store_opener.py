@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from actors.backoff import Backoff
+from actors.errors import StateOwned
 from actors.store import TaskStore
 from mcp_protocol.state_outage import StateUnavailable
 
@@ -28,6 +29,7 @@ class StoreOpener:
         self._backoff = Backoff(retry_max_s)
         self._store: TaskStore | None = None
         self._reason: str | None = None
+        self._owned_elsewhere = False  # another head held the state when this one last tried
         self._closed = False
         if not self._attempt(first=True):
             threading.Thread(target=self._keep_trying, name="vidforge-state-open", daemon=True).start()
@@ -50,6 +52,12 @@ class StoreOpener:
     def _attempt(self, first: bool = False) -> bool:
         try:
             store = self._open()
+        except StateOwned as owned:
+            if not self._owned_elsewhere:  # the one line a waiting head writes
+                log.warning("vidforge: another head owns the task state in %s; waiting to take over", self.location)
+                self._owned_elsewhere = True
+            self._reason = str(owned)
+            return False
         except Exception as exc:  # noqa: BLE001 - any failure to open is waited out: the operator is told, once
             reason = str(exc).strip() or type(exc).__name__
             if first:
@@ -65,7 +73,8 @@ class StoreOpener:
             store.close()
             return True
         if not first:
-            log.warning("vidforge: opened the task state in %s", self.location)
+            taken = "took over" if self._owned_elsewhere else "opened"
+            log.warning("vidforge: %s the task state in %s", taken, self.location)
         self._reason = None
         self._store = store
         return True

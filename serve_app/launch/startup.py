@@ -15,6 +15,7 @@ import asyncio
 import ray
 
 from actors import RegistryApi
+from actors.backoff import Backoff
 from actors.handle import REGISTRY_NAME
 from actors.open_store import state_owned_elsewhere
 from media_store import MediaStore, StorageUrlError
@@ -29,6 +30,7 @@ from serve_app.rendering.supervisor import supervisor_client
 from serve_app.webhooks.host import start_dispatcher
 
 MEDIA_CHECK_TIMEOUT_S = 60.0  # a bucket client retries for a while before it gives up; a worker may be starting
+STARTUP_RETRY_MAX_S = 1.0  # how often, at most, a starting head asks again whether its task state answers
 MEDIA_CHECK_KEY = ".vidforge-check"  # written and deleted again: the store reads and writes
 
 
@@ -96,13 +98,14 @@ def start_backend(config: Config, media: MediaStore) -> dict[str, int]:
 async def _start_singletons(config: Config, media: MediaStore, running: bool) -> dict[str, int]:
     registry = registry_client(config)
     settings = config.registry_settings()
-    # A head of the same state already runs: the registry's constructor waits for it to go (actors.postgres_store).
+    # A head of the same state already runs: the registry opens its store once it has gone (actors.store_opener).
     waiting = not running and await asyncio.to_thread(state_owned_elsewhere, settings)
     if waiting:
         print(
             f"vidforge: another head owns the task state in {settings.state_location}; waiting to take over", flush=True
         )
     await registry.start()
+    await _state_answers(registry, settings.state_location, said=waiting)
     if waiting:
         print(f"vidforge: took over the task state in {settings.state_location}", flush=True)
     if running:
@@ -118,6 +121,17 @@ async def _start_singletons(config: Config, media: MediaStore, running: bool) ->
     if await _webhooks_to_deliver(registry):
         start_dispatcher(with_review_key(config), ReviewLinks)
     return removed
+
+
+async def _state_answers(registry: RegistryApi, location: str, said: bool) -> None:
+    """Wait until the registry's task state answers (its database down at start, or another head's), saying once
+    why, then go on: nothing below can work without it, and nothing is lost by waiting."""
+    backoff = Backoff(STARTUP_RETRY_MAX_S)
+    while not (health := await registry.state_health()).available:
+        if not said:
+            print(f"vidforge: waiting for the task state in {location}: {health.reason}", flush=True)
+            said = True
+        await asyncio.sleep(backoff.next_s())
 
 
 async def _webhooks_to_deliver(registry: RegistryApi) -> bool:

@@ -29,6 +29,7 @@ import httpx2
 from anyio.abc import TaskGroup
 
 from mcp_protocol.identity import server_version
+from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.timefmt import duration_text, now_ms
 from mcp_protocol.webhook_events import (
     EVENT_ID_HEADER,
@@ -135,13 +136,20 @@ class Dispatcher:
         """Deliver until cancelled. Between passes, wait for new events (the outbox's long poll) for as long as
         `idle_wait_s` allows: at rest one registry call per `max_idle_s` instead of two a second. A pass or wait
         that fails (the registry restarting) is logged and tried again after a poll: the outbox holds every event
-        meanwhile."""
+        meanwhile, and the task state out of reach is waited out the same way, said once."""
         seen: str | None = None
+        waiting = False  # for the task state: said once an outage, not once a poll
         async with anyio.create_task_group() as group:
             while True:
                 try:
                     backlog = await self.dispatch_due(group)
+                    waiting = False
                     seen = await self._outbox.added_since(seen, self.idle_wait_s(backlog, now_ms()))
+                except StateUnavailable as unavailable:
+                    if not waiting:
+                        log.warning("webhook dispatch waits for the task state: %s", unavailable.reason)
+                        waiting = True
+                    await anyio.sleep(self._settings.poll_s)
                 except Exception:
                     log.exception("webhook dispatch pass failed; retrying")
                     await anyio.sleep(self._settings.poll_s)

@@ -259,18 +259,32 @@ def test_sqlite_on_a_full_disk_answers_unavailable_and_recovers_when_space_retur
     assert integrity(small_disk / "state" / SqliteTaskStore.FILENAME) == "ok"
 
 
-def test_sqlite_on_a_disk_turned_read_only_answers_unavailable_and_recovers(small_disk):
-    store = SqliteTaskStore(str(small_disk / "state"))
-    try:
-        store.save_task(record("t_0"))
+def test_a_registry_on_a_read_only_disk_answers_unavailable_and_serves_once_it_is_writable(small_disk):
+    """The kernel refuses to remount a disk read-only under an open writer; a disk that comes back read-only (an
+    fsck'd volume, a failed-over mount) is met by the next start: the registry is built anyway and waits."""
+    settings = Config(
+        data_dir=str(small_disk / "data"), state_dir=str(small_disk / "state"), state_retry_max_s=RETRY_MAX_S
+    ).registry_settings()
+
+    async def scenario() -> None:
+        first = TaskRegistry(settings)
+        kept = (await first.create("alice", REQUEST)).task
+        first.close()
         subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        registry = TaskRegistry(settings)
         try:
-            refused = unavailable(lambda: store.save_task(record("t_1")))
-            assert "readonly" in refused.reason or "read-only" in refused.reason or "I/O" in refused.reason
-        finally:
+            with pytest.raises(StateUnavailable, match="(?i)read-?only"):
+                await registry.create("alice", REQUEST)
+            assert not (await registry.state_health()).available
             subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
-        store.save_task(record("t_1"))
-        assert store.known_task_ids(["t_0", "t_1"]) == {"t_0", "t_1"}
-    finally:
-        store.close()
+            async with asyncio.timeout(BACK_S):
+                while not (await registry.state_health()).available:
+                    await asyncio.sleep(0.1)
+            reloaded = await registry.get("alice", kept.task_id)
+            assert reloaded is not None and reloaded.request == kept.request and reloaded.status is kept.status
+            await registry.create("alice", REQUEST)
+        finally:
+            registry.close()
+
+    asyncio.run(scenario())
     assert integrity(small_disk / "state" / SqliteTaskStore.FILENAME) == "ok"

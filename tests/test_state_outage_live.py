@@ -1,0 +1,126 @@
+"""A real `vidforge serve` on a real PostgreSQL server that is stopped mid-batch and started again, as a minor-version
+upgrade or a managed database's maintenance window does: three renders with webhooks are encoding when the database
+goes; while it is away nothing answers without the contract's envelope (tasks/get, the tools, the HTTP routes), and
+`/readyz` says `state: unavailable`; once it is back, service returns on its own, every render completes
+frame-exact, and each webhook event is delivered once. Short clips: the renders take seconds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import postgres
+from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, upload, wait_until
+from tests.https_origin import CertificateAuthority
+from tests.media import decode_all, make_clip
+from tests.test_webhooks import Receiver
+
+pytestmark = pytest.mark.ray
+
+RENDER = "vidforge_render_video"
+TOKEN, PRINCIPAL, SECRET = "tok-outage", "outage", "whsec_outage"
+BACK_S = 60  # service back after the database is: the issue's bound is 30 s, doubled for a loaded 2-core machine
+RENDERS = 3
+
+
+@pytest.fixture
+def database() -> Iterator[postgres.PostgresServer]:
+    """A server of this test's own, which it stops and starts."""
+    own = postgres.PostgresServer()
+    yield own
+    own.stop()
+
+
+def outage_server(tmp_path: Path, ca: CertificateAuthority, state_url: str) -> ServerProcess:
+    secrets = tmp_path / "webhook-secrets.json"
+    secrets.write_text(json.dumps({PRINCIPAL: [SECRET]}))
+    env = {
+        "VIDFORGE_STATE_URL": state_url,
+        "VIDFORGE_STATE_TIMEOUT_S": "2",
+        "VIDFORGE_STATE_RETRY_MAX_S": "1",
+        "VIDFORGE_MIN_SEGMENT_S": "2",
+        "VIDFORGE_POLL_INTERVAL_MS": "500",
+        "SSL_CERT_FILE": str(ca.ca_file),
+        "VIDFORGE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
+        "VIDFORGE_WEBHOOK_SECRETS_FILE": str(secrets),
+    }
+    return ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: PRINCIPAL})
+
+
+def enveloped_or_answered(body: dict) -> dict | None:
+    """A tasks/get answer during the outage: the task (read from the registry's memory), or the temporary error with
+    the envelope in `data` — never a bare -32603. Returns the task, or None for the error."""
+    if "result" in body:
+        return body["result"]
+    data = body["error"]["data"]
+    assert data["machine_code"] == "internal_error" and data["temporary"] is True, body
+    assert data["retry_after_ms"] >= 1000, body
+    return None
+
+
+def readiness(server: ServerProcess) -> tuple[int, dict]:
+    answer = httpx.get(f"{server.base}/readyz", timeout=30)
+    return answer.status_code, answer.json()
+
+
+def test_renders_ride_through_a_database_restart_and_each_webhook_is_sent_once(database, tmp_path):
+    ca = CertificateAuthority(tmp_path / "ca")
+    receiver = Receiver(ca)
+    state_url = database.new_database()
+    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=6.0, width=640, height=360, audio=False)
+    expected_frames = decode_all(clip, keep="none").frame_count
+    try:
+        with outage_server(tmp_path, ca, state_url) as server:
+            wire = Wire(server.url, token=TOKEN, tasks=True)
+            source = upload(server, clip, TOKEN)
+            arguments = {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"}
+            renders = [
+                wire.tool(RENDER, {**arguments, "notify_url": receiver.url("/hook")})["taskId"] for _ in range(RENDERS)
+            ]
+            poll_task(wire, renders[0], lambda t: "frame" in t.get("statusMessage", ""), timeout=120)
+
+            database.stop_server()  # pg_ctl -m immediate: what a crash, an upgrade or a failover looks like
+            status, body = wait_until(
+                lambda: (ready := readiness(server))[0] == 503 and ready, BACK_S, 0.3, "/readyz to see the outage"
+            )
+            assert body["state"] == "unavailable" and "state" in body["failing"], body
+            assert database.password not in json.dumps(body)
+            for task_id in renders:
+                enveloped_or_answered(wire.task("tasks/get", task_id))
+            refused = wire.tool(RENDER, arguments)
+            assert refused["isError"] is True and refused["structuredContent"]["temporary"] is True, refused
+            listing = httpx.get(f"{server.base}/renders", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+            assert listing.status_code == 503 and int(listing.headers["Retry-After"]) >= 1, listing.text
+            assert listing.json()["error"]["temporary"] is True
+
+            database.start_server()
+            wait_until(lambda: readiness(server)[0] == 200, BACK_S, 0.3, "/readyz ready after the database's return")
+            for task_id in renders:
+                ended = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
+                assert ended["status"] == "completed" and ended["result"]["isError"] is False, ended
+                video = httpx.get(
+                    f"{server.base}/artifacts/{task_id}/final.mp4",
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                    timeout=120,
+                    follow_redirects=True,
+                )
+                assert video.status_code == 200
+                path = tmp_path / f"{task_id}.mp4"
+                path.write_bytes(video.content)
+                assert decode_all(str(path), keep="none").frame_count == expected_frames, task_id
+
+            def completions() -> list[str]:
+                received = [json.loads(got.body) for got in list(receiver.received)]
+                return [body["task_id"] for body in received if body["type"] == "render.completed"]
+
+            wait_until(lambda: len(completions()) >= RENDERS, BACK_S * 2, 0.3, "every render.completed delivered")
+            assert sorted(completions()) == sorted(renders)  # each once
+            ids = [got.headers["Vidforge-Event-Id"] for got in receiver.received]
+            assert len(ids) == len(set(ids))
+            wire.close()
+    finally:
+        receiver.stop()

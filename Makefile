@@ -97,8 +97,10 @@ docs-screenshot: $(TEST_STAMP)
 fuzz: $(TEST_STAMP)
 	$(BIN)/python benchmarks/fuzz.py
 
+# Processes killed under load, then the task state's PostgreSQL stopped and started again, round after round.
 chaos: $(TEST_STAMP)
 	$(BIN)/python benchmarks/chaos.py
+	$(BIN)/python benchmarks/database_chaos.py
 
 clean:
 	rm -rf $(VENV) $(CLIENTS) $(NODE_DIR)/node_modules $(HOSTS_DIR)/node_modules .vidforge .pytest_cache

@@ -77,7 +77,7 @@ class PostgresServer:
         standby._prepare(primary.password)
         standby._run(
             "pg_basebackup",
-            *("-D", str(standby.data), "-R", "-X", "stream"),
+            *("-D", str(standby.data), "-R", "-X", "stream", "-c", "fast"),  # fast: no wait for a spread checkpoint
             *("-h", "127.0.0.1", "-p", str(primary.port), "-U", USER, "-w"),
             env={"PGPASSWORD": primary.password},
         )

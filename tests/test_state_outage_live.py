@@ -1,5 +1,6 @@
-"""A real `vidforge serve` on a real PostgreSQL server that is stopped mid-batch and started again, as a minor-version
-upgrade or a managed database's maintenance window does: three renders with webhooks are encoding when the database
+"""A real `vidforge serve` on a real PostgreSQL server that goes away mid-batch and comes back: stopped and started
+again, as a minor-version upgrade or a managed database's maintenance window does, or hung behind a link that stalls
+every byte. Three renders with webhooks are encoding when the database
 goes; while it is away nothing answers without the contract's envelope (tasks/get, the tools, the HTTP routes), and
 `/readyz` says `state: unavailable`; once it is back, service returns on its own, every render completes
 frame-exact, and each webhook event is delivered once. Short clips: the renders take seconds."""
@@ -17,6 +18,7 @@ from tests import postgres
 from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, upload, wait_until
 from tests.https_origin import CertificateAuthority
 from tests.media import decode_all, make_clip
+from tests.stall_proxy import StallProxy
 from tests.test_webhooks import Receiver
 
 pytestmark = pytest.mark.ray
@@ -67,10 +69,42 @@ def readiness(server: ServerProcess) -> tuple[int, dict]:
     return answer.status_code, answer.json()
 
 
-def test_renders_ride_through_a_database_restart_and_each_webhook_is_sent_once(database, tmp_path):
+class Fault:
+    """How the database goes away (`stop`: pg_ctl -m immediate; `stall`: every byte held by a proxy in between) and
+    comes back."""
+
+    def __init__(self, kind: str, database: postgres.PostgresServer) -> None:
+        self.kind, self.database = kind, database
+        self.proxy = StallProxy(database.port) if kind == "stall" else None
+
+    def url(self, state_url: str) -> str:
+        if self.proxy is None:
+            return state_url
+        return state_url.replace(f":{self.database.port}/", f":{self.proxy.port}/")
+
+    def begin(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stall()
+        else:
+            self.database.stop_server()
+
+    def end(self) -> None:
+        if self.proxy is not None:
+            self.proxy.resume()
+        else:
+            self.database.start_server()
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+
+
+@pytest.mark.parametrize("kind", ["stop", "stall"])
+def test_renders_ride_through_a_database_outage_and_each_webhook_is_sent_once(database, tmp_path, kind):
     ca = CertificateAuthority(tmp_path / "ca")
     receiver = Receiver(ca)
-    state_url = database.new_database()
+    fault = Fault(kind, database)
+    state_url = fault.url(database.new_database())
     clip = make_clip(str(tmp_path / "clip.mp4"), seconds=6.0, width=640, height=360, audio=False)
     expected_frames = decode_all(clip, keep="none").frame_count
     try:
@@ -83,7 +117,7 @@ def test_renders_ride_through_a_database_restart_and_each_webhook_is_sent_once(d
             ]
             poll_task(wire, renders[0], lambda t: "frame" in t.get("statusMessage", ""), timeout=120)
 
-            database.stop_server()  # pg_ctl -m immediate: what a crash, an upgrade or a failover looks like
+            fault.begin()
             status, body = wait_until(
                 lambda: (ready := readiness(server))[0] == 503 and ready, BACK_S, 0.3, "/readyz to see the outage"
             )
@@ -97,7 +131,7 @@ def test_renders_ride_through_a_database_restart_and_each_webhook_is_sent_once(d
             assert listing.status_code == 503 and int(listing.headers["Retry-After"]) >= 1, listing.text
             assert listing.json()["error"]["temporary"] is True
 
-            database.start_server()
+            fault.end()
             wait_until(lambda: readiness(server)[0] == 200, BACK_S, 0.3, "/readyz ready after the database's return")
             for task_id in renders:
                 ended = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
@@ -124,3 +158,4 @@ def test_renders_ride_through_a_database_restart_and_each_webhook_is_sent_once(d
             wire.close()
     finally:
         receiver.stop()
+        fault.close()

@@ -12,10 +12,13 @@ The JSON Schema stays the one definition of what is valid; the tools then parse 
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, relevance
+from jsonschema.protocols import Validator
 
 from mcp_protocol.catalog import input_schemas
 from mcp_protocol.envelope import VidforgeError, repair
@@ -23,12 +26,26 @@ from mcp_protocol.errors import invalid_argument
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.text_limits import excerpt
 
-_validators: dict[str, Draft202012Validator] = {}
+# A `$` not escaped: in a schema's pattern (ECMA-262, no multiline flag) it is the end of the string, where Python's
+# `re` also lets it match before a final newline, so "key\n" would pass a key rule. `\Z` is the end alone.
+_END_ANCHOR = re.compile(r"(?<!\\)\$")
 
 
-def _validator(tool: str) -> Draft202012Validator:
+def _pattern_matched_whole(
+    validator: Validator, pattern: str, instance: object, schema: JSONObject
+) -> Iterator[ValidationError]:
+    """The `pattern` keyword with ECMA-262's `$`."""
+    if validator.is_type(instance, "string") and not re.search(_END_ANCHOR.sub(r"\\Z", pattern), str(instance)):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_SchemaValidator = validators.extend(Draft202012Validator, {"pattern": _pattern_matched_whole})
+_validators: dict[str, Validator] = {}
+
+
+def _validator(tool: str) -> Validator:
     if tool not in _validators:
-        _validators[tool] = Draft202012Validator(input_schemas()[tool])
+        _validators[tool] = _SchemaValidator(input_schemas()[tool])
     return _validators[tool]
 
 

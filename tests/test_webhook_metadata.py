@@ -85,6 +85,7 @@ def test_metadata_comes_back_under_meta_and_from_the_status_tool(tmp_path):
         ({f"k{n}": "v" for n in range(17)}, "metadata", "has 17 keys; the limit is 16 (maxProperties)"),
         ({"has space": "v"}, "metadata", "keys must match ^[A-Za-z0-9_.-]{1,64}$"),
         ({"k" * 65: "v"}, "metadata", "keys must match"),
+        ({"order\n": "v"}, "metadata", "keys must match"),  # `$` ends the key: a final newline is not before it
         ({"k": "v" * 513}, "metadata.k", "has 513 characters; the limit is 512 (maxLength)"),
         ({"k": "é" * 300}, "metadata.k", "has 600 bytes in UTF-8; the limit is 512 bytes per metadata value"),
         ({"k": 7}, "metadata.k", "is not of type 'string'"),

@@ -21,9 +21,10 @@ import ray
 
 from actors.change_feed import Changes, Snapshot
 from actors.handle import REGISTRY_NAME, SUPERVISOR_NAME, singleton_actor_options
+from actors.held_records import StateHealth
 from actors.observer import RegistryObserver
 from actors.settings import RegistrySettings
-from actors.task_registry import QUEUED_MESSAGE, Created, StateHealth, TaskRegistry
+from actors.task_registry import QUEUED_MESSAGE, Created, TaskRegistry
 from mcp_protocol.domain import ApprovalAnswer, Artifact, Phase, RenderEnd, RenderRequest, TaskRecord
 from mcp_protocol.webhook_events import Attempt, Backlog, Delivery
 

@@ -60,7 +60,6 @@ class Housekeeping:
     _started_ms: int
     _media: MediaStore
     _assets: AssetIndex
-    _unsaved: dict[str, int]
     _observer: RegistryObserver
     _feed: ChangeFeed
 

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from actors.change_feed import ChangeFeed, Changes, Snapshot
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
+from actors.held_records import MAX_UNSAVED_BUMPS, HeldRecords, StateHealth
 from actors.housekeeping import DRIVER_LEASE_S, Driver, Housekeeping
 from actors.observer import RegistryObserver, Unobserved
 from actors.open_store import open_task_store
@@ -95,10 +96,6 @@ _MUTABLE = frozenset(
 # by a resumed render (which starts its segments over anyway), so an fsync each would buy nothing and would
 # stall this actor's one event loop for every render's every report.
 VOLATILE = frozenset({"frames_done", "frames_total", "fps", "source_fps", "frames_written"})
-# At most this many unsaved (volatile) version bumps per task; the next one is committed. A restarted registry
-# adds it to every unfinished task's stored version, so versions never go back for a watcher whose long poll
-# Ray retries on the new instance (it would otherwise wait for a version the task already "had").
-MAX_UNSAVED_BUMPS = 120  # 30 s to 2 minutes of reports: the driver reports 1-4 times a second
 # The change feed remembers the deletions of this many sweep batches (10 000 ids at the default sweep_batch), and
 # as many tasks' last changes: a reader follows the feed continuously, so it falls behind by what one pass deletes
 # (or a few seconds of changes) while its call travels; one further behind is told to reset, which only costs it its
@@ -116,13 +113,6 @@ class IdempotencyConflict(RegistryError):
 
     def __str__(self) -> str:
         return f"the idempotency key already names {self.task_id!r}, created with other arguments"
-
-
-class StateHealth(NamedTuple):
-    """Whether the task state can be reached now, and if not why (for `/readyz`)."""
-
-    available: bool
-    reason: str | None
 
 
 class Created(NamedTuple):
@@ -159,80 +149,38 @@ class TaskRegistry(Housekeeping):
         # from which the sweep deletes expired renders and assets.
         self._media = open_media_store(config.storage_url, config.data_dir)
         self._assets = AssetIndex(self._media)  # the sweep applies the assets' retention too
-        self._opener = StoreOpener(
+        opener = StoreOpener(
             lambda: open_task_store(config, wait=False), config.state_location, config.state_retry_max_s
         )
-        self._held: WorkingSet | None = None  # the records, once loaded from the store (see `_records`)
-        self._session: int | None = None  # the store's session they were loaded from
-        self._state_down: str | None = None  # why the state was out of reach when last looked at
-        self._unsaved: dict[str, int] = {}  # live task id -> version bumps not yet in the store
+        self._held = HeldRecords(opener, config.registry_cache_size, self._observer, self._reloaded)
         self._feed = ChangeFeed(log_size=DELETION_LOG_BATCHES * config.sweep_batch)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
         self._outbox_adds = 0  # commits that added webhook events (`webhooks_added`)
         self._sweeper: asyncio.Task[None] | None = None
         try:
-            self._records  # noqa: B018 - loaded now when the store answers: a usable registry at once
+            self._held.current()  # loaded now when the store answers: a usable registry at once
         except StateUnavailable:
             pass  # loaded by the first call after the store answers
 
     @property
     def _store(self) -> TaskStore:
-        return self._opener.store()
+        return self._held.store()
 
     @property
     def _records(self) -> WorkingSet:
-        """The records held: loaded from the store on first use and again whenever its session changed. While the
-        store is out of reach they stay readable from memory (every write still fails at the store); before they were
-        ever loaded, `StateUnavailable`."""
-        try:
-            store = self._opener.store()
-            session = store.session()
-        except StateUnavailable as unavailable:
-            self._observe_state(unavailable.reason)
-            if self._held is None:
-                raise
-            return self._held
-        if session != self._session:
-            self._load(store, session)
-        else:
-            self._observe_state(store.unavailable_reason())
-        assert self._held is not None
-        return self._held
+        return self._held.current()
 
-    def _load(self, store: TaskStore, session: int) -> None:
-        """(Re)load the live records as a restarted registry does, versions moved past any bump published but never
-        saved; every task held before or now is marked changed, so followers of the feed read it again."""
-        live = [rec.model_copy(update={"version": rec.version + MAX_UNSAVED_BUMPS}) for rec in store.live_tasks()]
-        for rec in live:
-            store.save_task(rec)
-        held_before = set(self._held.live) if self._held is not None else set()
-        self._held = WorkingSet(store, live, self._config.registry_cache_size)
-        self._session = session
-        self._unsaved = {}
-        self._observer.opened(live, store.count_finished())
-        self._observe_state(None)
-        for task_id in held_before | {rec.task_id for rec in live}:
+    def _reloaded(self, task_ids: set[str]) -> None:
+        """Records reloaded from the store: followers of the feed read these again, watchers look again."""
+        for task_id in task_ids:
             self._feed.changed(task_id)
-        if held_before and self._loop is not None and self._loop.is_running():
+        if self._loop is not None and self._loop.is_running():
             self._loop.create_task(self._notify())
-
-    def _observe_state(self, reason: str | None) -> None:
-        """Tell the observer when the state goes out of reach or comes back (a gauge and a count of outages)."""
-        if (reason is None) != (self._state_down is None):
-            self._observer.state_changed(reason)
-        self._state_down = reason
 
     async def state_health(self) -> StateHealth:
         """Whether the task state answers now (asked of the store, not of memory): for `/readyz`."""
-        try:
-            self._store.probe()  # a session lost while nothing was asked is noticed now
-            self._records  # noqa: B018 - (re)loads on a new session, so a true answer is a usable registry
-        except StateUnavailable:
-            pass
-        reason = self._opener.unavailable_reason()
-        self._observe_state(reason)
-        return StateHealth(available=reason is None, reason=reason)
+        return self._held.health()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -245,7 +193,7 @@ class TaskRegistry(Housekeeping):
         another registry opening the same database waits for."""
         if self._sweeper is not None:
             self._sweeper.cancel()
-        self._opener.close()
+        self._held.close()
 
     def _bind_loop(self) -> None:
         """Tie the change condition and the sweep loop to the running event loop, once per loop.
@@ -454,20 +402,17 @@ class TaskRegistry(Housekeeping):
         task_id = rec.task_id
         before = self._records.live.get(task_id)
         events = events_for(before, rec, retention_s=self._config.result_retention_s)
-        unsaved = 0 if durable or events else self._unsaved.get(task_id, 0) + 1
+        unsaved = 0 if durable or events else self._held.unsaved.get(task_id, 0) + 1
         if unsaved in (0, MAX_UNSAVED_BUMPS):
-            store = self._store
-            if store.session() != self._session:  # reconnected since the records were read: reload them first
-                raise StateUnavailable(f"{self._opener.location}: reconnected; reloading", MIN_RETRY_AFTER_MS)
-            store.save_task(rec, claim_idempotency_key=claim_idempotency_key, events=events)
+            self._held.store_to_write().save_task(rec, claim_idempotency_key=claim_idempotency_key, events=events)
             unsaved = 0
         if events:
             self._outbox_adds += 1
         if rec.status.terminal:  # its last change (a terminal change is durable): nothing of it is live any more
-            self._unsaved.pop(task_id, None)
+            self._held.unsaved.pop(task_id, None)
             self._leases.pop(task_id, None)
         else:
-            self._unsaved[task_id] = unsaved
+            self._held.unsaved[task_id] = unsaved
         self._records.put(rec)
         self._observer.committed(before, rec)
         self._feed.changed(task_id)

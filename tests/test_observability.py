@@ -193,7 +193,7 @@ def test_readyz_names_the_part_that_fails(monkeypatch, registry_answers, state_d
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from actors.task_registry import StateHealth
+    from actors.held_records import StateHealth
     from serve_app.ingress import readiness
 
     monkeypatch.setattr(readiness, "READY_TIMEOUT_S", 0.2)

@@ -14,8 +14,9 @@ import pytest
 
 from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry
 from actors.change_feed import Changes
+from actors.held_records import MAX_UNSAVED_BUMPS
 from actors.sqlite_store import SqliteTaskStore
-from actors.task_registry import DELETION_LOG_BATCHES, MAX_UNSAVED_BUMPS, Created, IdempotencyConflict
+from actors.task_registry import DELETION_LOG_BATCHES, Created, IdempotencyConflict
 from mcp_protocol.domain import (
     AnswerResult,
     Approval,

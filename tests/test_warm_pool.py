@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from actors.task_registry import StateHealth
+from actors.held_records import StateHealth
 from render_kernels.warm_up import WARM_UP_FRAMES, warm_up
 from serve_app.ingress import readiness
 from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, WarmPool, _Round, warm_counts

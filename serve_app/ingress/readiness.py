@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from actors import RegistryApi, SupervisorApi
-from actors.task_registry import StateHealth
+from actors.held_records import StateHealth
 from media_store import MediaStore
 
 READY_TIMEOUT_S = 5.0

@@ -1,40 +1,21 @@
 """The TaskRegistry's housekeeping: the sweep that runs every ``sweep_interval_s`` for the registry's lifetime.
 
 It ends approvals past their deadline, deletes what is past its retention (finished renders with their files,
-idle assets, old idempotency keys, settled webhook deliveries) and hands tasks whose driver went quiet to a driver again. A mixin of
-``TaskRegistry`` (actors.task_registry): it works on the registry's own state, declared below, and moves tasks
-only through the registry's state machine (``transition``).
+idle assets, old idempotency keys, settled webhook deliveries) and hands tasks whose driver went quiet to a driver
+again. One of the registry's parts (actors.registry_parts).
 """
 
 import asyncio
 import logging
-from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Protocol
 
-from actors.change_feed import ChangeFeed
-from actors.observer import RegistryObserver
-from actors.settings import RegistrySettings
-from actors.store import TaskStore
-from actors.working_set import WorkingSet
+from actors.registry_parts import DRIVER_LEASE_S, RegistryParts
 from mcp_protocol.domain import ApprovalTimedOut, TaskRecord, TaskStatus
 from mcp_protocol.state_outage import StateUnavailable
-from media_store import MediaStore
 from media_store.artifacts import delete_renders
-from media_store.assets import AssetIndex, hide_assets, settle_hidden
+from media_store.assets import hide_assets, settle_hidden
 
 log = logging.getLogger(__name__)
-
-DRIVER_LEASE_S = 15.0  # a task whose driver has not renewed its lease for this long is handed to a driver again
-
-
-class Driver(Protocol):
-    """What the sweep pokes to (re)drive a task that has no live driver (in a cluster: the render supervisor).
-
-    ``drive`` must not block: it only asks. An asked driver renews the task's lease while it works on it
-    (``renew_leases``); if it never does, the sweep asks again one lease later."""
-
-    def drive(self, task_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -50,39 +31,8 @@ class SweepReport:
     backlog: bool  # a batch was full: more is left to delete
 
 
-class Housekeeping:
+class Housekeeping(RegistryParts):
     """The sweep of a TaskRegistry, mixed into it."""
-
-    # The registry's state the sweep reads and changes (TaskRegistry.__init__ sets it; see there).
-    _config: RegistrySettings
-    _driver: Driver | None
-    _leases: dict[str, int]
-    _started_ms: int
-    _media: MediaStore
-    _assets: AssetIndex
-    _observer: RegistryObserver
-    _feed: ChangeFeed
-
-    # The registry's own calls the sweep makes.
-    @property
-    @abstractmethod
-    def _store(self) -> TaskStore: ...
-
-    @property
-    @abstractmethod
-    def _records(self) -> WorkingSet: ...
-
-    @abstractmethod
-    def _bind_loop(self) -> None: ...
-
-    @abstractmethod
-    def _now_ms(self) -> int: ...
-
-    @abstractmethod
-    async def _notify(self) -> None: ...
-
-    @abstractmethod
-    async def transition(self, task_id: str, status: TaskStatus, /, **fields: object) -> TaskRecord: ...
 
     async def _sweep_forever(self) -> None:
         backlog = False

@@ -2,16 +2,16 @@
 
 A plain class whose public methods are coroutines, so the same object runs in-process (tests) and as an
 async Ray actor (``actors.handle``). Every mutation is written through to the ``TaskStore`` before the
-method returns, and the constructor rebuilds its state from the store — that is the whole recovery story
-for a restarted actor or server. In memory it holds only the live records and a bounded cache of finished ones
+method returns, and its records are loaded from the store (``actors.held_records``) — that is the whole recovery
+story for a restarted actor or server. In memory it holds only the live records and a bounded cache of finished ones
 (``actors.working_set``), so neither its start nor any request grows with the retained history.
 
-Live progress is the one exception to write-through: see ``set_progress`` and ``VOLATILE``.
+Live progress is the one exception to write-through: see ``DriverWrites.set_progress`` and ``VOLATILE``.
 
 The store may be out of reach (its database down, hung, failing over; its disk full): the registry is constructed
 anyway (``actors.store_opener``), reads of what it holds go on from memory, and every call that needs the store raises
-``StateUnavailable`` until it answers again. When the store's session changes (a reconnection) the registry reloads
-its live records from it, exactly as a restarted registry does, since a commit whose answer was lost may have landed.
+``StateUnavailable`` until it answers again; when the store's session changes (a reconnection), the records are
+loaded again, as a restarted registry loads them, since a commit whose answer was lost may have landed.
 
 Concurrency model: all methods run on one event loop. A check and the write that depends on it never have
 an ``await`` between them (the store commit is synchronous), so each transition is atomic with respect to
@@ -26,37 +26,33 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from actors.change_feed import ChangeFeed, Changes, Snapshot
+from actors.driver_writes import DriverWrites
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.held_records import MAX_UNSAVED_BUMPS, HeldRecords, StateHealth
-from actors.housekeeping import DRIVER_LEASE_S, Driver, Housekeeping
+from actors.housekeeping import Housekeeping
 from actors.observer import RegistryObserver, Unobserved
 from actors.open_store import open_task_store
+from actors.outbox_calls import OutboxCalls
+from actors.principal_actions import PrincipalActions
+from actors.registry_parts import Driver
 from actors.settings import RegistrySettings
 from actors.store import TaskStore
 from actors.store_opener import StoreOpener
 from actors.working_set import WorkingSet
 from mcp_protocol.domain import (
     TERMINAL,
-    AnswerResult,
-    Approval,
-    ApprovalAnswer,
     Artifact,
-    Cancelled,
-    PendingApproval,
     Phase,
-    Rejected,
-    RenderEnd,
     RenderRequest,
     TaskRecord,
     TaskStatus,
 )
 from mcp_protocol.state_outage import StateUnavailable
-from mcp_protocol.webhook_events import Attempt, Backlog, Delivery, events_for
+from mcp_protocol.webhook_events import events_for
 from media_store import open_media_store
 from media_store.assets import AssetIndex
 
 WORKING, INPUT_REQUIRED = TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED
-COMPLETED, CANCELLED = TaskStatus.COMPLETED, TaskStatus.CANCELLED
 
 # ext-tasks: working <-> input_required -> completed | cancelled, terminal is final (vidforge never uses
 # `failed`: see TaskStatus). A non-terminal status may also go to itself: that is how a plain field update
@@ -66,11 +62,8 @@ _ALLOWED = {
     INPUT_REQUIRED: frozenset({INPUT_REQUIRED, WORKING}) | TERMINAL,
 }
 
-APPROVAL_POLL_FACTOR = 3  # contract §3.3: pollIntervalMs lengthens 10 000 -> 30 000 while awaiting approval
-INPUT_KEY_PREFIX = "watermark-approval-"
 MIN_RETRY_AFTER_MS = 1000
 QUEUED_MESSAGE = "Render queued; encoding starts shortly."
-CANCELLED_MESSAGE = "Render cancelled."
 
 # What a transition may set; identity and bookkeeping (task_id, principal, version, ...) are the registry's.
 _MUTABLE = frozenset(
@@ -125,9 +118,10 @@ def new_task_id() -> str:
     return "task_" + base64.b32encode(secrets.token_bytes(17)).decode().lower()[:26]
 
 
-class TaskRegistry(Housekeeping):
-    """Task records, their state machine, idempotency keys, quotas, approvals, and housekeeping (the sweep:
-    actors.housekeeping)."""
+class TaskRegistry(PrincipalActions, DriverWrites, OutboxCalls, Housekeeping):
+    """Task records, their state machine, idempotency keys and quotas; a principal's decisions and cancels
+    (actors.principal_actions), the render driver's writes (actors.driver_writes), the webhook outbox's calls
+    (actors.outbox_calls) and housekeeping (the sweep: actors.housekeeping) are its parts."""
 
     def __init__(
         self,
@@ -424,197 +418,6 @@ class TaskRegistry(Housekeeping):
         assert self._changed is not None
         async with self._changed:
             self._changed.notify_all()
-
-    # -- render driver -----------------------------------------------------------------------------------
-
-    async def set_progress(
-        self,
-        task_id: str,
-        frames_done: int,
-        frames_total: int,
-        phase: Phase | None = None,
-        message: str | None = None,
-        fps: float | None = None,
-        source_fps: float | None = None,
-        frames_written: int = 0,
-    ) -> TaskRecord | None:
-        """Progress is monotonic: ``frames_done`` and ``frames_written`` never decrease; terminal tasks ignore it
-        (None).
-
-        While input is pending, frames still count (segments render speculatively) but the phase and the
-        status message keep naming the pending approval. A resumed render probes again with ``frames_total``
-        0 (not known yet): the known total is kept, so the fraction shown never disappears. Frame counts and
-        speed are ``VOLATILE``: published at once, stored only with the next durable change (a phase change
-        is one).
-        """
-        current = self._require(task_id)
-        fields: dict[str, object] = {
-            "frames_done": max(current.frames_done, frames_done),
-            "frames_total": frames_total or current.frames_total,
-            "fps": fps,
-            "source_fps": source_fps,
-            "frames_written": max(current.frames_written, frames_written),
-        }
-        if current.status is WORKING:
-            if phase is not None:
-                fields["phase"] = phase
-            if message is not None:
-                fields["status_message"] = message
-        return await self._update(task_id, **fields)
-
-    async def request_input(self, task_id: str, timeout_s: float, message: str | None = None) -> TaskRecord | None:
-        """working -> input_required under a fresh key (ext-tasks: input keys are never reused), with the poll
-        interval x3 (contract §3.3). The sweep ends the task as an approval timeout if no decision comes
-        within ``timeout_s``.
-
-        One request is outstanding at a time (``InvalidTransition`` otherwise); None if already terminal.
-        """
-        current = self._require(task_id)
-        if current.status is INPUT_REQUIRED:
-            raise InvalidTransition(task_id, INPUT_REQUIRED, INPUT_REQUIRED)
-        seq = current.input_seq + 1
-        deadline_ms = self._now_ms() + int(timeout_s * 1000)
-        fields: dict[str, object] = {
-            "input_seq": seq,
-            "pending": PendingApproval(key=f"{INPUT_KEY_PREFIX}{seq}", deadline_ms=deadline_ms, timeout_s=timeout_s),
-            "approval": None,  # a new round: an earlier round's decision no longer answers anything
-            "phase": Phase.AWAITING_WATERMARK_APPROVAL,
-            "poll_interval_ms": self._config.poll_interval_ms * APPROVAL_POLL_FACTOR,
-        }
-        if message is not None:
-            fields["status_message"] = message
-        return await self._update(task_id, INPUT_REQUIRED, **fields)
-
-    async def finish(self, task_id: str, end: RenderEnd, message: str | None = None) -> TaskRecord | None:
-        """End the task: ``completed`` with ``end`` (a success carries its artifact, so no cancel can land
-        between the file's publication and the completion), or ``cancelled``.
-
-        The same end sent again (a retry whose first answer was lost, the task state having gone away) answers
-        the record it made. Returns None when the caller's outcome is discarded: the task is already terminal (a
-        rejection, an approval timeout or another driver finished it first), or a cancel was requested — then the task
-        ends cancelled here instead, whatever the driver got to. Either way the caller deletes its files.
-        """
-        cancelled = isinstance(end, Cancelled)
-        current = self._require(task_id)
-        if current.status.terminal and current.end == end:  # sent again, its first answer lost: it is done
-            return current
-        if not cancelled and current.cancel_requested:
-            await self._update(task_id, CANCELLED, end=Cancelled(), status_message=CANCELLED_MESSAGE)
-            return None
-        fields: dict[str, object] = {"end": end}
-        if message is not None:
-            fields["status_message"] = message
-        return await self._update(task_id, CANCELLED if cancelled else COMPLETED, **fields)
-
-    async def bump_attempt(self, task_id: str) -> TaskRecord | None:
-        """Count one more (re)start of the render (``attempt`` starts at 0); None if already terminal."""
-        return await self._update(task_id, attempt=self._require(task_id).attempt + 1)
-
-    async def renew_leases(self, task_ids: list[str]) -> None:
-        """A driver's heartbeat: it is working on these tasks; none of them is re-driven for ``driver_lease_s``."""
-        self._bind_loop()
-        expires = self._now_ms() + int(DRIVER_LEASE_S * 1000)
-        for task_id in task_ids:
-            if task_id in self._records.live:
-                self._leases[task_id] = expires
-
-    # -- principal actions -------------------------------------------------------------------------------
-
-    async def answer_input(
-        self, principal: str, task_id: str, approved: bool, note: str | None = None, key: str | None = None
-    ) -> ApprovalAnswer:
-        """Resolve the pending watermark approval.
-
-        - unknown or foreign task: not_found (task None);
-        - ``key`` given but not the outstanding one (unknown, answered, superseded): ignored
-          (ext-tasks: such responses SHOULD be ignored);
-        - a decision already recorded for this round: replayed if the same, conflict if different
-          (contract §4: approve is idempotent, a conflicting decision fails);
-        - nothing pending: not_pending;
-        - otherwise recorded: approval resumes rendering; rejection completes the task, rejected with the
-          note, in the same transition.
-        """
-        self._bind_loop()
-        current = self._owned(principal, task_id)
-        if current is None:
-            return ApprovalAnswer(result=AnswerResult.NOT_FOUND, task=None)
-        pending = current.pending
-        if key is not None and (pending is None or key != pending.key):
-            result = AnswerResult.IGNORED
-        elif current.approval is not None:
-            result = AnswerResult.REPLAYED if current.approval.approved == approved else AnswerResult.CONFLICT
-        elif pending is None:
-            result = AnswerResult.NOT_PENDING
-        else:
-            approval = Approval(key=pending.key, approved=approved, note=note, at_ms=self._now_ms())
-            if approved:
-                task = await self.transition(
-                    task_id,
-                    WORKING,
-                    pending=None,
-                    approval=approval,
-                    phase=Phase.RENDERING,
-                    poll_interval_ms=self._config.poll_interval_ms,
-                    status_message="Watermark approved; rendering resumes.",
-                )
-            else:
-                task = await self.transition(
-                    task_id,
-                    COMPLETED,
-                    end=Rejected(note=note),
-                    approval=approval,
-                    status_message="Watermark rejected; the render was not finalized.",
-                )
-            return ApprovalAnswer(result=AnswerResult.RECORDED, task=task)
-        return ApprovalAnswer(result=result, task=current)
-
-    async def request_cancel(self, principal: str, task_id: str) -> TaskRecord | None:
-        """ext-tasks: cancellation is cooperative — record the intent; the render driver stops the work and
-        makes the cancelled transition. Idempotent; a no-op on terminal tasks. None if unknown or foreign."""
-        self._bind_loop()
-        current = self._owned(principal, task_id)
-        if current is None:
-            return None
-        if current.status.terminal:
-            return current
-        return await self.transition(task_id, current.status, cancel_requested=True)
-
-    # -- the webhook outbox (serve_app/webhooks/: the dispatcher and `GET /webhooks`) -----------------------
-
-    async def webhooks_due(self, now_ms: int, limit: int, lease_until_ms: int) -> list[Delivery]:
-        """Pending deliveries due at ``now_ms``, oldest due first, each leased until ``lease_until_ms``."""
-        return self._store.webhooks_due(now_ms, limit, lease_until_ms)
-
-    async def record_webhook_attempt(self, event_id: str, attempt: Attempt) -> None:
-        """One delivery attempt's outcome; a delivery no longer pending stays as it is."""
-        self._store.record_webhook_attempt(event_id, attempt)
-
-    async def list_webhook_deliveries(
-        self, principal: str, limit: int, before: tuple[int, str] | None = None
-    ) -> list[Delivery]:
-        """A page of the principal's deliveries, newest event first; ``before``: the previous page's last
-        (created_at_ms, event_id)."""
-        return self._store.list_webhook_deliveries(principal, limit, before)
-
-    async def webhook_backlog(self) -> Backlog:
-        """The pending deliveries (the dispatcher's metrics, and when its next pass is due)."""
-        return self._store.webhook_backlog()
-
-    async def webhooks_added(self, seen: str | None, timeout_s: float) -> str:
-        """Long-poll for new webhook events (the dispatcher's wait between passes): a token of the outbox's adds,
-        as soon as it differs from ``seen`` (events added since, or another registry instance), else after
-        ``timeout_s``."""
-        self._bind_loop()
-        assert self._changed is not None
-        async with self._changed:
-            try:
-                await asyncio.wait_for(self._changed.wait_for(lambda: self._outbox_token() != seen), timeout_s)
-            except TimeoutError:
-                pass
-        return self._outbox_token()
-
-    def _outbox_token(self) -> str:
-        return f"{self._feed.epoch}/{self._outbox_adds}"
 
     # -- helpers -----------------------------------------------------------------------------------------
 

@@ -41,8 +41,8 @@ import ray
 
 from actors import RegistryApi, SupervisorApi
 from actors.client import open_supervisor
+from actors.driver_writes import CANCELLED_MESSAGE
 from actors.outage import until_state_answers
-from actors.task_registry import CANCELLED_MESSAGE
 from mcp_protocol.domain import (
     Artifact,
     Cancelled,

@@ -29,8 +29,9 @@ EXIT_CODES = (
 
 
 def register_client_commands(
-    sub: argparse._SubParsersAction, assets: argparse._SubParsersAction
-) -> argparse._SubParsersAction:
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    assets: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
     """Add `render`, `renders` and `webhooks` to `vidforge`'s sub-commands, and `list` to its `assets` sub-commands;
     returns the `webhooks` sub-commands (where the launch adds `secret`, which reads the server's own settings)."""
     server = argparse.ArgumentParser(add_help=False)

@@ -88,9 +88,9 @@ def _output(item: dict[str, Any]) -> str:
 
 def _outcome(item: dict[str, Any]) -> str:
     if "video_uri" in item:
-        return item["video_uri"]
+        return str(item["video_uri"])
     if item.get("error"):
-        return item["error"].get("code", "")
+        return str(item["error"].get("code", ""))
     return ""
 
 

@@ -99,7 +99,8 @@ class ServerFiles:
             raise ClientFailure(
                 ExitCode.USAGE, f"no render {render_id} for this token (`vidforge renders list` shows yours)"
             )
-        return self._check(response, f"GET /renders/{render_id}")
+        render: dict[str, Any] = self._check(response, f"GET /renders/{render_id}")
+        return render
 
     def _check(self, response: httpx2.Response, what: str) -> Any:
         """The response's JSON body; ClientFailure for a refusal."""

@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import jwt
@@ -103,7 +104,7 @@ def fetch_jwks_uri(issuer: str) -> str:
         if not isinstance(metadata.get("jwks_uri"), str):
             failures.append(f"{url}: no `jwks_uri`")
             continue
-        return metadata["jwks_uri"]
+        return str(metadata["jwks_uri"])
     raise IssuerUnavailable("; ".join(failures))
 
 
@@ -113,7 +114,7 @@ class AccessToken:
     scopes: tuple[str, ...]
 
 
-def granted_scopes(claims: dict) -> tuple[str, ...]:
+def granted_scopes(claims: dict[str, Any]) -> tuple[str, ...]:
     """RFC 9068 §2.2.3 / RFC 8693 §4.2: `scope` is a space-separated string; some issuers send `scp` as a list."""
     scope = claims.get("scope", claims.get("scp", ""))
     return tuple(scope.split()) if isinstance(scope, str) else tuple(s for s in scope if isinstance(s, str))
@@ -205,7 +206,7 @@ def protected_resource_routes(config: Config) -> list[Route]:
     """
     if config.oauth_issuer is None:
         return []
-    document: dict = {
+    document: dict[str, Any] = {
         "resource": config.resource,
         "authorization_servers": [config.oauth_issuer],
         "bearer_methods_supported": ["header"],

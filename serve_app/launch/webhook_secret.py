@@ -25,7 +25,7 @@ def _secret(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_webhook_secret(webhooks: argparse._SubParsersAction) -> None:
+def register_webhook_secret(webhooks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd = webhooks.add_parser("secret", help="print the secrets PRINCIPAL's webhooks are signed with (operator)")
     cmd.add_argument("principal")
     cmd.add_argument("--data-dir", default=None, help="default: $VIDFORGE_DATA_DIR or .vidforge")

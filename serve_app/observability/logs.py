@@ -77,7 +77,7 @@ class TextFormatter(logging.Formatter):
         return f"{super().formatMessage(record)} {fields}".rstrip()
 
 
-class _VidforgeHandler(logging.StreamHandler):
+class _VidforgeHandler(logging.StreamHandler):  # type: ignore[type-arg]  # its stream type is set at runtime
     """The handler `configure_logging` installs (told apart from others', so a second call replaces it)."""
 
 

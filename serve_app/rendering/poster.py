@@ -12,6 +12,7 @@ Light to import, as the rest of a render's task bodies (serve_app.rendering.rend
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 import av
 
@@ -36,7 +37,7 @@ def poster_jpeg(path: str) -> bytes:
             shown = _frame_at(container, stream, duration_s * POSTER_AT)
     if shown is None:
         raise ValueError(f"{path} has no video frame to make a poster of")
-    image = shown.to_image()
+    image = shown.to_image()  # type: ignore[no-untyped-call]  # PyAV types it without annotations
     image.thumbnail(POSTER_BOX)
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=JPEG_QUALITY)
@@ -62,10 +63,10 @@ def _keyframe_near(stream: av.VideoStream, duration_s: float) -> tuple[int, int]
     return dts, (dts + end) // 2
 
 
-def _first_keyframe_from(frames, dts: int) -> av.VideoFrame | None:
+def _first_keyframe_from(frames: Iterator[av.VideoFrame], dts: int) -> av.VideoFrame | None:
     """The keyframe shown from decode time `dts` on: the first decoded one timed at or after it (a keyframe's
     presentation time is never before its decode time; a seek that lands a keyframe early only costs its GOP)."""
-    last = None
+    last: av.VideoFrame | None = None
     for frame in frames:
         last = frame
         if frame.key_frame and frame.pts is not None and frame.pts >= dts:

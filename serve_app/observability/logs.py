@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 # What every LogRecord has of its own (and the timestamp Ray's record factory adds to each: `ts` says it); anything
 # else on a record came from `extra=`.
@@ -77,7 +77,7 @@ class TextFormatter(logging.Formatter):
         return f"{super().formatMessage(record)} {fields}".rstrip()
 
 
-class _VidforgeHandler(logging.StreamHandler):  # type: ignore[type-arg]  # its stream type is set at runtime
+class _VidforgeHandler(logging.StreamHandler[TextIO]):
     """The handler `configure_logging` installs (told apart from others', so a second call replaces it)."""
 
 

@@ -37,7 +37,7 @@ def poster_jpeg(path: str) -> bytes:
             shown = _frame_at(container, stream, duration_s * POSTER_AT)
     if shown is None:
         raise ValueError(f"{path} has no video frame to make a poster of")
-    image = shown.to_image()  # type: ignore[no-untyped-call]  # PyAV types it without annotations
+    image = shown.to_image()
     image.thumbnail(POSTER_BOX)
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=JPEG_QUALITY)

@@ -142,7 +142,10 @@ def scrape_report(api: str, expr: str) -> str:
 def test_a_real_prometheus_sees_the_run_and_the_logs_account_for_every_error(server, prometheus, ray_tmp, tmp_path):
     clip = make_clip(str(tmp_path / "clip.mp4"), seconds=2.0, width=320, height=180, audio=True)
     logo = make_watermark_png(str(tmp_path / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255))
-    assert httpx.get(f"{server.base}/readyz", timeout=30).json() == {"status": "ready"}  # no token: a probe's
+    assert httpx.get(f"{server.base}/readyz", timeout=30).json() == {
+        "status": "ready",
+        "state": "available",
+    }  # no token: a probe's
     source, watermark = upload(server, clip, TOKEN), upload(server, logo, TOKEN)
     wire = Wire(server.url, token=TOKEN, tasks=True, elicitation=True)
     args = {

@@ -150,7 +150,7 @@ def test_renders_run_in_workers_warmed_before_them_even_after_the_idle_threshold
     with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "warm"}) as server:
         # The server serves once the pool is warm: one worker per CPU and the CPU-less ones, kernels loaded.
         ready = httpx.get(f"{server.base}/readyz", timeout=30)
-        assert ready.json() == {"status": "ready"}, ready.text
+        assert ready.json() == {"status": "ready", "state": "available"}, ready.text
         pool_size = (os.cpu_count() or 1) + CPU_LESS_WORKERS
         assert len(loaded_workers(server)) >= pool_size, server.processes()
         # At rest the pool is held in its tasks, not idle in Ray's pool (where Ray ends it, and it costs more).

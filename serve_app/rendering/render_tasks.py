@@ -46,6 +46,11 @@ from render_kernels.warm_up import warm_up
 PROGRESS_INTERVAL_S = 1.0  # the longest interval
 MIN_PROGRESS_INTERVAL_S = 0.25
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+# Allocations of this size or more get a mapping of their own (bound_heap): 256 KiB, twice glibc's starting value,
+# keeps the small and mid-sized allocations (packets, audio frames, Python's) in the heaps, where they are cheaper.
+MMAP_THRESHOLD = 256 * 1024
+_heap_bounded = False
 
 
 def progress_interval_s(poll_interval_ms: int) -> float:
@@ -58,10 +63,29 @@ def release_freed_memory() -> None:
 
     A worker runs one task after another. glibc keeps freed buffers for reuse, and once it has freed a 4k frame it
     serves later ones from its heaps rather than fresh mappings; so without this a worker's resident memory only
-    grows from task to task (a 4k segment worker: ~900 MiB fresh, ~1.1 GiB after a few segments)."""
+    grows from task to task (a 4k segment worker: ~900 MiB fresh, ~1.1 GiB after a few segments). With the heap
+    bounded (`bound_heap`) such frames no longer stay in the heaps; this returns what the smaller allocations left
+    free there."""
     trim = getattr(_LIBC, "malloc_trim", None)
     if trim is not None:
         trim(0)
+
+
+def bound_heap() -> bool:
+    """Make every allocation of MMAP_THRESHOLD or more in this process a mapping of its own, handed back to the system
+    the moment it is freed (glibc's `mallopt(M_MMAP_THRESHOLD)`; elsewhere a no-op). Returns whether it is so.
+
+    glibc's threshold is dynamic by default: it starts at 128 KiB and rises to the size of any mapped block freed, up
+    to 32 MiB. A render frees frames of several MiB (a 1080p picture: 3 MiB, 4k: 13 MiB) within its first frames, so
+    from then on its frames, pictures and arrays came from the heaps, and stayed there in pieces malloc_trim cannot
+    return: pooled workers kept more after each render, up to 150 MiB more each within minutes (+30 % for the whole
+    server over a 15-minute soak; docs/performance.md, "Memory after renders"). Each render task calls this first
+    (only the first call sets it): a worker Ray starts for a render runs no warm-up."""
+    global _heap_bounded
+    if not _heap_bounded:
+        mallopt = getattr(_LIBC, "mallopt", None)
+        _heap_bounded = mallopt is not None and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    return _heap_bounded
 
 
 class FrameTally:
@@ -197,6 +221,7 @@ def encode_segment_parts(
 ) -> tuple[SegmentSummary, EncodedSegment]:
     """`encode_segment` as (summary, segment), reporting live to `tally`, its stills included; see module
     docstring."""
+    bound_heap()
     try:
         on_frame = reporter(tally, segment.index, segment.frame_count)
         encoded = encode_segment(source_path, segment, spec, info, on_frame, stills, tally.report_still)
@@ -207,6 +232,7 @@ def encode_segment_parts(
 
 def encode_audio_parts(source_path: Media, output_format: str) -> tuple[AudioSummary, EncodedAudio | None]:
     """`encode_audio` as (summary, audio): the driver awaits the summary only (see module docstring)."""
+    bound_heap()
     try:
         audio = encode_audio(source_path, output_format)
     finally:
@@ -217,6 +243,7 @@ def encode_audio_parts(source_path: Media, output_format: str) -> tuple[AudioSum
 def render_pictures(source_path: Media, info: SourceInfo, wanted: list[tuple[RenderSpec, float]]) -> list[bytes]:
     """`render_preview` of each (spec, at) in `wanted`, in turn, in one task (the driver's approval gate: the
     watermark preview and the source's first frame)."""
+    bound_heap()
     try:
         return [render_preview(source_path, info, spec, at) for spec, at in wanted]
     finally:
@@ -239,6 +266,7 @@ def mux_stored_segments(
     upload). Reports the frames written to `tally` as the segments' tasks do theirs, the last one as the file is
     finished and stored. With `poster_path`, a frame of the file goes there as a JPEG first (serve_app.rendering.poster),
     so that the poster is in the store whenever the video is."""
+    bound_heap()
     on_frame = reporter(tally, tally.mux_index, info.frame_count)
     try:
         with media.staged(out_path) as staged:
@@ -261,6 +289,8 @@ def warm_worker(host: Any, round_id: str) -> int:
     worker of the holding round `round_id` has arrived, so that the round's tasks run in as many distinct processes
     as it has tasks, and until a render wants the workers (serve_app.rendering.warm_pool). Returns this process's
     id."""
+    bound_heap()
     warm_up()
+    release_freed_memory()
     ray.get(host.warm_arrived.remote(round_id))
     return os.getpid()

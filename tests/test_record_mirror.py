@@ -11,7 +11,7 @@ import pytest
 
 from actors import TaskRegistry
 from actors.change_feed import Changes, Snapshot
-from mcp_protocol.domain import RenderRequest, TaskRecord
+from mcp_protocol.domain import Cancelled, RenderRequest, TaskRecord
 from serve_app.config import Config
 from serve_app.ingress.record_mirror import RecordMirror
 
@@ -32,6 +32,7 @@ class InProcessFeed:
         self.feed_calls = 0
         self.delivered = -1  # the sequence of the last feed answer handed to the mirror (it applies it at once)
         self.hold_reads: asyncio.Event | None = None  # while set to an unset event, read answers wait for it
+        self.hold_changes: asyncio.Event | None = None  # likewise the feed's answers
         self.failing = False
 
     async def changes(self, epoch: str | None, since: int, timeout_s: float) -> Changes:
@@ -39,6 +40,8 @@ class InProcessFeed:
         if self.failing:
             raise ConnectionError("the registry is unreachable")
         answer = await self.registry.changes(epoch, since, timeout_s)
+        if self.hold_changes is not None:
+            await self.hold_changes.wait()
         self.delivered = answer.seq
         return answer
 
@@ -216,3 +219,21 @@ async def test_the_least_recently_read_record_goes_first(tmp_path):
             await mirror.get("alice", task.task_id)
         assert len(mirror) == 2 and first.task_id in mirror and third.task_id in mirror
         assert second.task_id not in mirror
+
+
+@pytest.mark.anyio
+async def test_a_record_a_long_poll_answered_is_never_read_back_older(tmp_path):
+    """A client told of a change on its listen stream (the registry's long poll, fresh) and reading the task at once
+    gets that change or a later one, not the mirror's older copy still waiting for the feed to deliver."""
+    async with live_mirror(tmp_path) as (reg, feed, mirror):
+        task = await new_task(reg)
+        await mirror.get("alice", task.task_id)
+        await applied(feed, reg)
+        feed.hold_changes = asyncio.Event()  # the feed's delivery of the change lags behind the long poll's answer
+        ended = await reg.finish(task.task_id, Cancelled())
+        assert await mirror.get("alice", task.task_id) == task  # the lag itself
+        mirror.saw([ended])  # as the service does with what `watch` answered
+        assert await mirror.get("alice", task.task_id) == ended
+        mirror.saw([task])  # an older answer never replaces a newer record
+        assert await mirror.get("alice", task.task_id) == ended
+        feed.hold_changes.set()

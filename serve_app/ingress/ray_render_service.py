@@ -171,7 +171,9 @@ class RegistryRenderService:
     async def watch(
         self, principal: str, render_ids: list[str], versions: dict[str, int], timeout_s: float
     ) -> list[TaskRecord]:
-        return await self.registry.watch(principal, render_ids, versions, timeout_s)
+        found = await self.registry.watch(principal, render_ids, versions, timeout_s)
+        self.records.saw(found)
+        return found
 
     async def artifact(self, principal: str, render_id: str, ext: str) -> Artifact:
         artifact = await self.registry.get_artifact(principal, render_id)

@@ -23,7 +23,8 @@ Why serving a mirrored record is safe:
   otherwise be missed, the change feed only refreshing records the mirror already holds.
 - A write through this replica (create, approval answer, cancel) drops its task from the mirror once the write
   returned, so a client reads its own write on the same replica; through other replicas, within the feed's
-  latency.
+  latency. A record a long poll answered on this replica replaces an older copy here (`saw`): a client told of a
+  change on its listen stream never reads the task back older.
 """
 
 from __future__ import annotations
@@ -95,6 +96,15 @@ class RecordMirror:
         if writes == self._writes:
             self._keep(snapshot)
         return snapshot.record
+
+    def saw(self, records: list[TaskRecord]) -> None:
+        """Records the registry answered another way (a long poll): each replaces an older copy held here, so no read
+        on this replica goes back behind what its clients were told (a terminal notification, then `tasks/get`).
+        Only held records are replaced: a record not held is kept only from a positioned read (see `_keep`)."""
+        for rec in records:
+            held = self._records.get(rec.task_id)
+            if held is not None and held.version < rec.version:
+                self._records[rec.task_id] = rec
 
     def forget(self, task_id: str) -> None:
         """A write to `task_id` through this replica returned: the next read asks the registry."""

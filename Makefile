@@ -70,9 +70,9 @@ lint: $(TEST_STAMP)
 
 # Render speed against ffmpeg (the driver alone; one render through MCP, with the stage breakdown and the memory of
 # 4k renders of 30, 60 and 120 s; the source matrix through MCP and the encodes' BD-rate; a batch of 8 renders), the
-# control plane, then the reliability runs (ingress isolation, chaos, 10 000-request fuzz) as docs/performance.md's
-# table; `benchmarks/reliability.py --write-docs` rewrites that table from a fresh run. Run it on an otherwise idle
-# machine: every figure is a wall time.
+# server's memory over an hour of mixed load (a census by process), the control plane, then the reliability runs
+# (ingress isolation, chaos, 10 000-request fuzz) as docs/performance.md's table; `benchmarks/reliability.py
+# --write-docs` rewrites that table from a fresh run. Run it on an otherwise idle machine: every figure is a wall time.
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/render_throughput.py
 	$(BIN)/python benchmarks/render_throughput.py --mcp --seconds 30 --memory 30,60,120
@@ -81,6 +81,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3 --approvals --seconds 10
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3 --approvals --seconds 20
+	$(BIN)/python benchmarks/memory_soak.py
 	$(BIN)/python benchmarks/control_plane.py
 	$(BIN)/python benchmarks/registry_scale.py
 	$(BIN)/python benchmarks/registry_scale.py --postgresql

@@ -95,7 +95,7 @@ MODULE_SECONDS = {
     "test_two_heads": 150,
     "test_state_migrate": 20,
     "test_postgres_store": 15,
-    "test_state_outage_live": 110,
+    "test_state_outage_live": 140,
     "test_state_outage": 30,
     "test_fault_harness": 15,
     "test_state_outage_wire": 10,

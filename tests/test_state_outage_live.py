@@ -1,6 +1,6 @@
 """A real `vidforge serve` on a real PostgreSQL server that goes away mid-batch and comes back: stopped and started
-again, as a minor-version upgrade or a managed database's maintenance window does, or hung behind a link that stalls
-every byte. Three renders with webhooks are encoding when the database
+again, as a minor-version upgrade or a managed database's maintenance window does; killed and recovered; hung behind
+a link that stalls every byte; or failed over to its promoted standby. Three renders with webhooks are encoding when the database
 goes; while it is away nothing answers without the contract's envelope (tasks/get, the tools, the HTTP routes), and
 `/readyz` says `state: unavailable`; once it is back, service returns on its own, every render completes
 frame-exact, and each webhook event is delivered once. Short clips: the renders take seconds."""
@@ -70,36 +70,48 @@ def readiness(server: ServerProcess) -> tuple[int, dict]:
 
 
 class Fault:
-    """How the database goes away (`stop`: pg_ctl -m immediate; `stall`: every byte held by a proxy in between) and
-    comes back."""
+    """How the database goes away and comes back: `stop` (pg_ctl -m immediate, then started again on the same data),
+    `kill` (SIGKILL, then crash recovery), `stall` (a proxy in between holds every byte, then lets them through) and
+    `failover` (the primary killed and its streaming standby promoted: the server has a multi-host URL)."""
 
     def __init__(self, kind: str, database: postgres.PostgresServer) -> None:
         self.kind, self.database = kind, database
         self.proxy = StallProxy(database.port) if kind == "stall" else None
+        self.standby = postgres.PostgresServer.standby_of(database) if kind == "failover" else None
 
     def url(self, state_url: str) -> str:
-        if self.proxy is None:
-            return state_url
-        return state_url.replace(f":{self.database.port}/", f":{self.proxy.port}/")
+        if self.proxy is not None:
+            return state_url.replace(f":{self.database.port}/", f":{self.proxy.port}/")
+        if self.standby is not None:
+            return postgres.multi_host_url(self.database, self.standby, state_url.rsplit("/", 1)[1])
+        return state_url
 
     def begin(self) -> None:
         if self.proxy is not None:
             self.proxy.stall()
-        else:
+        elif self.kind == "stop":
             self.database.stop_server()
+        else:
+            if self.standby is not None:
+                self.standby.wait_caught_up(self.database)
+            self.database.kill()
 
     def end(self) -> None:
         if self.proxy is not None:
             self.proxy.resume()
+        elif self.standby is not None:
+            self.standby.promote()
         else:
             self.database.start_server()
 
     def close(self) -> None:
         if self.proxy is not None:
             self.proxy.close()
+        if self.standby is not None:
+            self.standby.stop()
 
 
-@pytest.mark.parametrize("kind", ["stop", "stall"])
+@pytest.mark.parametrize("kind", ["stop", "kill", "stall", "failover"])
 def test_renders_ride_through_a_database_outage_and_each_webhook_is_sent_once(database, tmp_path, kind):
     ca = CertificateAuthority(tmp_path / "ca")
     receiver = Receiver(ca)

@@ -156,7 +156,9 @@ def drive_render(server: BenchServer, trace: RenderTrace, args: dict) -> RenderT
             if time.monotonic() > deadline:
                 raise TimeoutError(f"render {trace.task_id} did not finish")
             _listen(server, wire, trace)
-        trace.task = wire.task("tasks/get", trace.task_id)["result"]
+        answer = wire.task("tasks/get", trace.task_id)
+        # An error answer (the envelope in `data`) is kept as what the client saw: the render counts as failed.
+        trace.task = answer.get("result") or {"status": "error", "statusMessage": str(answer.get("error"))[:300]}
         return trace
     finally:
         wire.close()

@@ -44,12 +44,9 @@ class RegistrySettings:
 
 
 def public_database_url(url: str) -> str:
-    """``scheme://host:port/db`` of a database URL: what an operator needs to tell which database, and no secret
-    (user, password and query parameters such as ``password=`` or ``sslkey=`` are left out)."""
+    """``scheme://host:port[,host:port…]/db`` of a database URL: what an operator needs to tell which database (every
+    host of a multi-host URL), and no secret (user, password and query parameters such as ``password=`` or
+    ``sslkey=`` are left out)."""
     parts = urlsplit(url)
-    host = parts.hostname or "localhost"
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:  # not a number: the driver will say so; the log line needs no port
-        port = ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    hosts = parts.netloc.rpartition("@")[2] or "localhost"
+    return f"{parts.scheme}://{hosts}{parts.path}"

@@ -231,6 +231,8 @@ def test_the_state_url_is_postgresql_reaches_the_registry_and_is_never_shown(cle
     settings = config.registry_settings()
     assert settings.state_url == url and Config.from_json(config.to_json()).state_url == url  # to the actors
     assert settings.state_location == "postgresql://db.internal:5432/vidforge"  # what logs and prints show
+    failover = "postgresql://vidforge:s3cret-pw@db-a:5432,db-b:5433/vidforge?target_session_attrs=read-write"
+    assert Config(state_url=failover).registry_settings().state_location == "postgresql://db-a:5432,db-b:5433/vidforge"
     assert "s3cret-pw" not in repr(config) + repr(settings) + str(config)
     assert Config(state_url="postgres://db/vf").state_url == "postgres://db/vf"
     for wrong in ("mysql://root:s3cret-pw@db/vf", "db.internal:5432", "sqlite:///state.db"):

@@ -14,11 +14,11 @@ Nothing is bounded here: the registry and the supervisor are restarted forever w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload
+from typing import Any, Protocol
 
 import ray
 
+from actors.actor_calls import ActorCall, ActorClient, ActorUnavailable, tell
 from actors.change_feed import Changes, Snapshot
 from actors.handle import REGISTRY_NAME, SUPERVISOR_NAME, singleton_actor_options
 from actors.held_records import StateHealth
@@ -30,8 +30,7 @@ from mcp_protocol.webhook_events import Attempt, Backlog, Delivery
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
+__all__ = ["ActorUnavailable", "RegistryApi", "RegistryClient", "SupervisorApi", "SupervisorClient"]
 
 
 class RegistryApi(Protocol):
@@ -104,101 +103,43 @@ class SupervisorApi(Protocol):
 _IN_PROCESS: type[RegistryApi] = TaskRegistry  # the in-process registry is one: mypy checks every signature
 
 
-class ActorUnavailable(Exception):
-    """A service actor did not take or answer a call: it died for good, or Ray cannot reach it (its node lost)."""
-
-    def __init__(self, actor: str, reason: str) -> None:
-        super().__init__(actor, reason)
-        self.actor = actor
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"the {self.actor} actor is unavailable: {self.reason}"
-
-
-class ActorClient:
-    """A service actor's handle, and the one place its answers are awaited."""
-
-    def __init__(self, handle: Any, actor: str) -> None:
-        self.handle = handle
-        self.actor = actor  # its name, for the errors
-
-    async def answer(self, ref: Any) -> Any:
-        """The call's answer; Ray's failures of the actor as `ActorUnavailable`, the method's own exception as it was
-        raised (Ray hands it over wrapped, its remote traceback kept as the cause)."""
-        try:
-            return await ref
-        except ray.exceptions.RayTaskError as err:
-            if isinstance(err.cause, Exception):
-                raise err.cause from err
-            raise
-        except ray.exceptions.RayActorError as err:  # ActorDiedError, ActorUnavailableError
-            raise ActorUnavailable(self.actor, f"{type(err).__name__}: {err}") from err
-
-
-class _Call(Generic[P, R]):
-    """A protocol method, called on the client's actor under the same name, with the protocol's signature."""
-
-    def __init__(self, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]) -> None:
-        self.name = method.__name__
-
-    @overload
-    def __get__(self, client: None, owner: type) -> _Call[P, R]: ...
-    @overload
-    def __get__(self, client: ActorClient, owner: type) -> Callable[P, Coroutine[Any, Any, R]]: ...
-    def __get__(self, client: ActorClient | None, owner: type) -> _Call[P, R] | Callable[P, Coroutine[Any, Any, R]]:
-        if client is None:
-            return self
-        method = getattr(client.handle, self.name)
-
-        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            return cast(R, await client.answer(method.remote(*args, **kwargs)))
-
-        return call
-
-
 class RegistryClient(ActorClient):
     """The cluster's TaskRegistry actor, as a `RegistryApi`."""
 
-    start = _Call(RegistryApi.start)
-    state_health = _Call(RegistryApi.state_health)
-    get = _Call(RegistryApi.get)
-    read = _Call(RegistryApi.read)
-    changes = _Call(RegistryApi.changes)
-    get_any = _Call(RegistryApi.get_any)
-    get_artifact = _Call(RegistryApi.get_artifact)
-    nonterminal = _Call(RegistryApi.nonterminal)
-    known_task_ids = _Call(RegistryApi.known_task_ids)
-    count_active = _Call(RegistryApi.count_active)
-    list_owned = _Call(RegistryApi.list_owned)
-    watch = _Call(RegistryApi.watch)
-    create = _Call(RegistryApi.create)
-    replay = _Call(RegistryApi.replay)
-    answer_input = _Call(RegistryApi.answer_input)
-    request_cancel = _Call(RegistryApi.request_cancel)
-    set_progress = _Call(RegistryApi.set_progress)
-    request_input = _Call(RegistryApi.request_input)
-    finish = _Call(RegistryApi.finish)
-    bump_attempt = _Call(RegistryApi.bump_attempt)
-    renew_leases = _Call(RegistryApi.renew_leases)
-    webhooks_due = _Call(RegistryApi.webhooks_due)
-    record_webhook_attempt = _Call(RegistryApi.record_webhook_attempt)
-    list_webhook_deliveries = _Call(RegistryApi.list_webhook_deliveries)
-    webhook_backlog = _Call(RegistryApi.webhook_backlog)
-    webhooks_added = _Call(RegistryApi.webhooks_added)
+    start = ActorCall(RegistryApi.start)
+    state_health = ActorCall(RegistryApi.state_health)
+    get = ActorCall(RegistryApi.get)
+    read = ActorCall(RegistryApi.read)
+    changes = ActorCall(RegistryApi.changes)
+    get_any = ActorCall(RegistryApi.get_any)
+    get_artifact = ActorCall(RegistryApi.get_artifact)
+    nonterminal = ActorCall(RegistryApi.nonterminal)
+    known_task_ids = ActorCall(RegistryApi.known_task_ids)
+    count_active = ActorCall(RegistryApi.count_active)
+    list_owned = ActorCall(RegistryApi.list_owned)
+    watch = ActorCall(RegistryApi.watch)
+    create = ActorCall(RegistryApi.create)
+    replay = ActorCall(RegistryApi.replay)
+    answer_input = ActorCall(RegistryApi.answer_input)
+    request_cancel = ActorCall(RegistryApi.request_cancel)
+    set_progress = ActorCall(RegistryApi.set_progress)
+    request_input = ActorCall(RegistryApi.request_input)
+    finish = ActorCall(RegistryApi.finish)
+    bump_attempt = ActorCall(RegistryApi.bump_attempt)
+    renew_leases = ActorCall(RegistryApi.renew_leases)
+    webhooks_due = ActorCall(RegistryApi.webhooks_due)
+    record_webhook_attempt = ActorCall(RegistryApi.record_webhook_attempt)
+    list_webhook_deliveries = ActorCall(RegistryApi.list_webhook_deliveries)
+    webhook_backlog = ActorCall(RegistryApi.webhook_backlog)
+    webhooks_added = ActorCall(RegistryApi.webhooks_added)
 
 
 class SupervisorClient(ActorClient):
     """The cluster's render supervisor actor, as a `SupervisorApi`."""
 
-    ready = _Call(SupervisorApi.ready)
-    start = _Call(SupervisorApi.start)
-    cancel = _Call(SupervisorApi.cancel)
-
-
-def _tell(handle: Any, method: Callable[Concatenate[Any, P], object], *args: P.args, **kwargs: P.kwargs) -> None:
-    """Call an actor method without waiting for its answer: Ray submits the call at once."""
-    getattr(handle, method.__name__).remote(*args, **kwargs)
+    ready = ActorCall(SupervisorApi.ready)
+    start = ActorCall(SupervisorApi.start)
+    cancel = ActorCall(SupervisorApi.cancel)
 
 
 class NamedSupervisor:
@@ -217,7 +158,7 @@ class NamedSupervisor:
             except ValueError:
                 log.warning("no render supervisor yet to drive %s; the next sweep asks again", task_id)
                 return
-        _tell(self._handle, SupervisorApi.start, task_id)
+        tell(self._handle, SupervisorApi.start, task_id)
 
 
 def open_registry(config: RegistrySettings, observer: RegistryObserver | None = None) -> RegistryClient:
@@ -231,7 +172,7 @@ def open_registry(config: RegistrySettings, observer: RegistryObserver | None = 
         .remote(config, driver=NamedSupervisor(config.namespace), observer=observer)
     )
     # Housekeeping otherwise starts with the first call; start it now (idempotent, fire-and-forget).
-    _tell(handle, RegistryApi.start)
+    tell(handle, RegistryApi.start)
     return RegistryClient(handle, "task registry")
 
 

@@ -25,7 +25,7 @@ from typing import Protocol, cast
 
 import ray
 
-from actors.client import ActorClient
+from actors.actor_calls import ActorClient
 from actors.handle import singleton_actor_options
 from mcp_protocol import errors
 from mcp_protocol.domain import TaskStatus

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from actors.errors import StateOwned
 from actors.postgres_session import Connection, OwningSession
+from actors.settings import DEFAULT_STATE_RETRY_MAX_S, DEFAULT_STATE_TIMEOUT_S
 from actors.store import (
     BACKLOG,
     DELIVERY_COLUMNS,
@@ -68,8 +69,6 @@ _LIVE_STATUSES = [status.value for status in TaskStatus if not status.terminal]
 _TERMINAL_STATUSES = [status.value for status in TERMINAL]
 KEY_COLUMNS = "principal, key, task_id, created_at_ms"  # an idempotency row's values, in this order
 KeyRow = tuple[str, str, str, int]
-DEFAULT_TIMEOUT_S = 5.0  # serve_app.config's VIDFORGE_STATE_TIMEOUT_S default, for the store's other users
-DEFAULT_RETRY_MAX_S = 5.0
 
 
 class PostgresTaskStore:
@@ -85,8 +84,8 @@ class PostgresTaskStore:
         url: str,
         *,
         wait: bool = True,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        retry_max_s: float = DEFAULT_RETRY_MAX_S,
+        timeout_s: float = DEFAULT_STATE_TIMEOUT_S,
+        retry_max_s: float = DEFAULT_STATE_RETRY_MAX_S,
     ) -> None:
         """Connect, take ownership (waiting while another head holds it, unless ``wait`` is False: then
         `StateOwned`), and migrate the layout. Errors name the database without its user or password."""

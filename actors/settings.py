@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 STATE_URL_SCHEMES = ("postgresql", "postgres")  # what VIDFORGE_STATE_URL may name (serve_app.config checks it)
+# VIDFORGE_STATE_TIMEOUT_S and VIDFORGE_STATE_RETRY_MAX_S by default (serve_app.config reads these too).
+DEFAULT_STATE_TIMEOUT_S = 5.0
+DEFAULT_STATE_RETRY_MAX_S = 5.0
 
 
 @dataclass(frozen=True)

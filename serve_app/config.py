@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from actors.settings import STATE_URL_SCHEMES, RegistrySettings
+from actors.settings import DEFAULT_STATE_RETRY_MAX_S, DEFAULT_STATE_TIMEOUT_S, STATE_URL_SCHEMES, RegistrySettings
 from render_kernels.plan import MIN_SEGMENT_S
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -142,8 +142,8 @@ class Config(BaseSettings):
     registry_timeout_s: float = Field(default=30.0, gt=0)  # past a registry restart on a loaded node
     # The task state's bounds (actors/postgres_store.py, actors/store_opener.py): the most one connect, statement or
     # commit may take before the database counts as down, and the longest wait between attempts to reach it again.
-    state_timeout_s: float = Field(default=5.0, ge=1)
-    state_retry_max_s: float = Field(default=5.0, gt=0)
+    state_timeout_s: float = Field(default=DEFAULT_STATE_TIMEOUT_S, ge=1)
+    state_retry_max_s: float = Field(default=DEFAULT_STATE_RETRY_MAX_S, gt=0)
     # `vidforge serve --ray-address`: how long the joined cluster's GCS may refuse connections before vidforge serve
     # exits 3 (serve_app/launch/ray_watch.py); a GCS with fault tolerance restarts within it.
     gcs_grace_s: float = Field(default=30.0, gt=0)

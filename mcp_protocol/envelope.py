@@ -14,18 +14,19 @@ import logging
 
 from mcp.shared.exceptions import MCPError
 
-from mcp_protocol.error_codes import INVALID_PARAMS, TEMPORARY, ErrorCode, new_request_id
+from mcp_protocol.error_codes import INVALID_PARAMS, ErrorCode, new_request_id
 from mcp_protocol.identity import fingerprint
 from mcp_protocol.json_types import JSONObject, JSONValue
 
-_UNSET: JSONValue = object()  # type: ignore[assignment]  # a sentinel: `details.value` is left out
+UNSET: JSONValue = object()  # type: ignore[assignment]  # a sentinel: `details.value` is left out
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class VidforgeError(Exception):
-    """A contract error. Raise it anywhere below a handler; the handler picks the carrier.
+    """A contract error. Raise it anywhere below a handler; the handler picks the carrier. Built only by the
+    catalog's factory (mcp_protocol.error_table), which takes `temporary` from the code's entry.
 
     `value` is emitted only when set: [6.offending-value] allows echoing a value the server minted
     or one known to be safe, never arbitrary caller input by default. `jsonrpc_message` replaces `message` as the
@@ -38,11 +39,12 @@ class VidforgeError(Exception):
     reason: str
     retry_after_ms: int | None = None
     repair: JSONObject | None = None
-    value: JSONValue = _UNSET
+    value: JSONValue = UNSET
     text: str | None = None
     jsonrpc_code: int = INVALID_PARAMS
     jsonrpc_message: str | None = None
     request_id: str = dataclasses.field(default_factory=new_request_id)
+    temporary: bool = dataclasses.field(kw_only=True)  # the request may succeed unchanged later: its entry says
     # Whether the one log line of this error's request_id has been written (see `report`).
     reported: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
@@ -61,13 +63,9 @@ class VidforgeError(Exception):
         fields = {"event": "error", "request_id": self.request_id, "code": self.code.value, "field": self.field}
         logger.log(level, "%s: %s %s", self.code.value, self.message, self.reason, extra=fields, exc_info=cause)
 
-    @property
-    def temporary(self) -> bool:
-        return self.code in TEMPORARY
-
     def envelope(self) -> JSONObject:
         details: JSONObject = {"field": self.field, "reason": self.reason}
-        if self.value is not _UNSET:
+        if self.value is not UNSET:
             details["value"] = self.value
         return {
             "code": self.code.value,

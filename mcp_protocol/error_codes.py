@@ -1,8 +1,9 @@
-"""Every error `code` vidforge answers with, which of them are `temporary`, and the JSON-RPC codes they ride on.
+"""Every error `code` vidforge answers with, and the JSON-RPC codes they ride on.
 
 The bottom of the error rooms: the domain records (which store a render's end as its code) and the envelope
-import it; it imports nothing of vidforge's. The published `error_catalog` (catalog/capabilities.json) lists the
-same codes in the same order: tests/test_error_catalog.py checks that they agree.
+import it; it imports nothing of vidforge's. What each code says, and whether it is `temporary`, is its entry in
+the catalog (mcp_protocol.errors). The published `error_catalog` (catalog/capabilities.json) lists the same codes
+in the same order, with the same `temporary` flags: tests/test_error_catalog.py checks that they agree.
 """
 
 from __future__ import annotations
@@ -51,19 +52,6 @@ class ErrorCode(StrEnum):
     IMPORT_REFUSED = "import_refused"
     IMPORT_FAILED = "import_failed"
     INTERNAL_ERROR = "internal_error"
-
-
-# The codes whose request may succeed unchanged later (the server's state, not the request, was the problem).
-TEMPORARY = frozenset(
-    {
-        ErrorCode.RENDER_QUOTA_EXCEEDED,
-        ErrorCode.RENDER_FAILED,
-        ErrorCode.STORAGE_FULL,
-        ErrorCode.CONCURRENCY_LIMIT_EXCEEDED,
-        ErrorCode.IMPORT_FAILED,
-        ErrorCode.INTERNAL_ERROR,
-    }
-)
 
 
 def new_request_id() -> str:

@@ -28,7 +28,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from mcp_protocol import errors
+from mcp_protocol import errors, http_refusals
 from mcp_protocol.envelope import jsonrpc_error_data
 from mcp_protocol.http import jsonrpc_error
 from serve_app.config import LOOPBACK_HOSTS, Config
@@ -183,7 +183,7 @@ class BearerBackend(AuthenticationBackend):
             )
             headers = {"Retry-After": str(retry_after_s)}
         else:
-            refused = errors.insufficient_scope if exc.status == 403 else errors.unauthorized
+            refused = http_refusals.insufficient_scope if exc.status == 403 else http_refusals.unauthorized
             error = refused(f"{exc.reason} {self.how_to_authenticate()}")
             headers = {"WWW-Authenticate": self.challenge(exc)}
         body = jsonrpc_error(error.jsonrpc_code, error.message, jsonrpc_error_data(error))

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from mcp_protocol import errors
+from mcp_protocol import http_refusals
 from mcp_protocol.state_outage import StateUnavailable
 from serve_app.ingress.refusals import error_response, refusal
 
@@ -23,9 +23,9 @@ ROUTES = "POST /mcp, POST /assets, GET /artifacts/{render_id}/final.{ext}, GET /
 def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException), exc
     if exc.status_code == 405:
-        error = errors.method_not_allowed(request.method, request.url.path, ROUTES)
+        error = http_refusals.method_not_allowed(request.method, request.url.path, ROUTES)
     else:
-        error = errors.route_not_found(ROUTES)
+        error = http_refusals.route_not_found(ROUTES)
     return error_response(exc.status_code, error, dict(exc.headers or {}))
 
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_protocol import errors
+from mcp_protocol import http_refusals
 from mcp_protocol.envelope import VidforgeError
 from serve_app.config import LOOPBACK_HOSTS, Config
 from serve_app.ingress.refusals import refusal
@@ -110,7 +110,7 @@ class OriginGuard:
         origin, host = headers.get("origin"), headers.get("host")
         opaque_on_review = origin == OPAQUE_ORIGIN and path.startswith(REVIEW_PATH + "/")
         if origin is not None and not opaque_on_review and not self.policy.origin_allowed(origin):
-            return errors.origin_not_allowed()
+            return http_refusals.origin_not_allowed()
         if host is not None and not self.policy.host_allowed(host):
-            return errors.host_not_allowed()
+            return http_refusals.host_not_allowed()
         return None

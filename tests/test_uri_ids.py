@@ -6,6 +6,9 @@ the assets of the live render. In-process, on the real parts (tests/fast_wire.py
 production `/mcp`, the production render service (`RegistryRenderService`) resolving the assets in the real
 `AssetStore` on a local media store under tmp_path, and the real `TaskRegistry` with its sweep, on a clock the test
 moves on. The wire end to end (through a real `vidforge serve`) is `test_a_near_miss_uri_is_refused_over_the_wire`.
+
+Every other string a pattern checks is matched whole too: resource URIs, review tokens, and the request path a route
+serves (`POST /assets%0A` reached the upload route past the admission's upload cap, which compares the path itself).
 """
 
 from __future__ import annotations
@@ -18,13 +21,20 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount, Route
+from starlette.testclient import TestClient
 
 from actors.sqlite_store import SqliteTaskStore
 from mcp_protocol.catalog import RENDER_TOOL
 from mcp_protocol.domain import Cancelled, RenderRequest, TaskRecord
+from serve_app.ingress.app import whole_paths
 from serve_app.ingress.review.capability import LinkRefused, ReviewCapability, ReviewSigner
 from serve_app.media.assets import Asset
 from tests.fast_wire import FastWire, fast_wire
@@ -250,6 +260,24 @@ def test_a_review_token_one_character_off_is_refused():
         assert refused.value.status == 403, repr(edited)
 
 
+async def _served(request: Request) -> PlainTextResponse:
+    return PlainTextResponse(f"served {request.scope['path']!r}")
+
+
+def test_a_request_path_one_newline_off_routes_nowhere():
+    """Routes shaped as build_app's (a top-level route with a parameter, and the authenticated mount), made whole."""
+    routes = [
+        Route("/review/{task_id}", _served, methods=["GET"]),
+        Mount("", routes=[Route("/assets", _served, methods=["POST"]), Route("/mcp", _served, methods=["POST"])]),
+    ]
+    whole_paths(routes)
+    client = TestClient(Starlette(routes=routes))
+    assert client.post("/assets").status_code == 200 and client.post("/mcp").status_code == 200
+    for path in ("/assets%0A", "/assets%0D%0A", "/mcp%0A", "/mcp%0A%0A"):
+        assert client.post(path).status_code == 404, path
+    assert client.get("/review/task_a%0A").text == "served '/review/task_a\\n'"  # the id holds it: no task has it
+
+
 # -- end to end: the JSON a client sends, through a real `vidforge serve` ---------------------------------------
 
 TOKENS = {"tok-uri-ids": "uri-ids"}
@@ -271,3 +299,18 @@ def test_a_near_miss_uri_is_refused_over_the_wire(shared_server, media_files):
         wire.tool("vidforge_cancel_render", {"render_id": accepted["render_id"]})
     finally:
         wire.close()
+
+
+@pytest.mark.slow
+def test_a_request_path_one_newline_off_is_no_route_over_the_wire(shared_server, media_files):
+    """`POST /assets%0A` is not an upload the admission does not count: the served routes match the whole path."""
+    headers = {"Authorization": "Bearer tok-uri-ids"}
+    with open(media_files["image"], "rb") as image:
+        body = image.read()
+    for path in ("/assets%0A", "/mcp%0A"):
+        response = httpx.post(f"{shared_server.base}{path}", content=body, headers=headers, timeout=60)
+        assert response.status_code == 404 and response.json()["error"]["code"] == "route_not_found", (
+            path,
+            response.text,
+        )
+    assert httpx.post(f"{shared_server.base}/assets", content=body, headers=headers, timeout=60).status_code == 201

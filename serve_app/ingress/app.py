@@ -17,7 +17,8 @@ server is (serve_app/ingress/home_page.py).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -25,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.server import VidforgeServer
@@ -63,6 +64,17 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
+def whole_paths(routes: Sequence[BaseRoute]) -> None:
+    """Make each of `routes` match a request's whole path. Starlette ends a route's pattern with `$`, which also
+    matches before a final newline: `POST /assets%0A` reached the upload route while the guards that compare the path
+    itself (admission's caps, the request context) passed it by, an upload past its cap. `\\Z` ends at the end."""
+    for route in routes:
+        if isinstance(route, Route | Mount):
+            route.path_regex = re.compile(route.path_regex.pattern.removesuffix("$") + r"\Z")
+        if isinstance(route, Mount):
+            whole_paths(route.routes)
+
+
 def build_app(
     service: RayRenderService, config: Config, tokens: dict[str, str] | None, admission: Admission
 ) -> Starlette:
@@ -93,7 +105,7 @@ def build_app(
         Middleware(AdmissionGuard, admission=admission, config=config),
     ]
     authenticated = Mount("", routes=protected, middleware=guards)
-    return Starlette(
+    app = Starlette(
         routes=[
             *protected_resource_routes(config),
             *home_routes(config),
@@ -112,3 +124,5 @@ def build_app(
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
+    whole_paths(app.routes)
+    return app

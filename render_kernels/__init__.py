@@ -16,7 +16,7 @@ from .plan import Segment, plan_segments
 from .preview import PREVIEW, SOURCE_FRAME, Still, plan_stills, render_preview
 from .probe import probe
 from .reading import SourceReading, read_source
-from .source_info import AudioInfo, SourceInfo, source_from_record, source_record
+from .source_info import AudioInfo, SourceInfo
 from .spec import RenderSpec, WatermarkSpec
 from .video import EncodedSegment, SegmentStats, encode_segment
 
@@ -51,6 +51,4 @@ __all__ = [
     "probe_image",
     "read_source",
     "render_preview",
-    "source_from_record",
-    "source_record",
 ]

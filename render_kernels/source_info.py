@@ -1,10 +1,9 @@
-"""What the probe finds in a source video (`SourceInfo`), and its JSON-ready form kept with an upload."""
+"""What the probe finds in a source video (`SourceInfo`), kept with an upload as part of its facts."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from .media_io import Media
 
@@ -61,34 +60,6 @@ class SourceInfo:
         starts = [(0, 0.0)]
         starts += [(f, t) for f, t in zip(frames, self.keyframe_times) if 0 < f < self.frame_count]
         return starts
-
-
-def source_record(info: SourceInfo) -> dict[str, Any]:
-    """`info` as JSON-ready values, without its path (where the file is may change; what it holds does not)."""
-    record = {f.name: getattr(info, f.name) for f in fields(info) if f.name != "path"}
-    record["audio"] = asdict(info.audio) if info.audio is not None else None
-    record["keyframe_times"], record["keyframe_frames"] = list(info.keyframe_times), list(info.keyframe_frames)
-    record["sample_aspect"] = list(info.sample_aspect)
-    return record
-
-
-def source_from_record(record: dict[str, Any], path: Media) -> SourceInfo:
-    """The SourceInfo `source_record` made, for the file at `path`.
-
-    A record stored by an older version lacks the later fields (orientation, sample aspect, field order):
-    they take their defaults, which describe an upright, square-pixel, progressive source.
-    """
-    audio = record["audio"]
-    return SourceInfo(
-        **{
-            **record,
-            "path": path,
-            "keyframe_times": tuple(record["keyframe_times"]),
-            "keyframe_frames": tuple(record["keyframe_frames"]),
-            "audio": AudioInfo(**audio) if audio is not None else None,
-            "sample_aspect": tuple(record.get("sample_aspect", (1, 1))),
-        }
-    )
 
 
 def frame_rate(fps: float) -> Fraction:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import struct
@@ -187,26 +186,15 @@ def test_refusals_name_the_setting_and_are_not_temporary(tmp_path):
     assert unreadable["code"] == "unsupported_codec" and unreadable["temporary"] is False
 
 
-def test_facts_stored_before_the_display_matrix_was_kept_are_probed_again(tmp_path):
-    """An upload parsed by an older version has no rotation, pixel aspect or field order in its facts: planning
-    from them would render a phone video sideways, so the render probes the file instead."""
-    store = AssetStore(Config(data_dir=str(tmp_path / "data")))
-    video = store.add_file(make_clip(str(tmp_path / "clip.mp4"), seconds=1, audio=False), "alice")
-    older = {k: v for k, v in video.facts["source"].items() if k not in ("rotation", "hflip", "sample_aspect")}
-    stale = dataclasses.replace(video, facts={**video.facts, "source": older})
-    assert store.source_info(video) is not None and store.source_info(stale) is None
-
-
 def test_limits_lowered_after_upload_apply_to_the_stored_facts(tmp_path):
     store = AssetStore(Config(data_dir=str(tmp_path / "data")))
     video = store.add_file(make_clip(str(tmp_path / "clip.mp4"), seconds=2, fps=30, audio=False), "alice")
     image = store.add_file(make_watermark_png(str(tmp_path / "wm.png"), 64, 32), "alice")
     assert store.source_info(video) == probe(store.media_of(video))  # all of it, for planning without a probe
     assert store.source_info(image) is None
-    assert {k: v for k, v in video.facts.items() if k != "source"} == {
-        "kind": "video",
-        "width": 320,
-        "height": 180,
+    facts = video.facts
+    assert facts is not None and facts.video is not None and (facts.width, facts.height) == (320, 180)
+    assert facts.video.model_dump(exclude={"plan"}) == {
         "fps": 30.0,
         "frame_count": 60,
         "duration_s": 2.0,

@@ -8,7 +8,6 @@ size the short-side rule gives the picture as shown, with square pixels and no d
 
 from __future__ import annotations
 
-import json
 import struct
 from fractions import Fraction
 
@@ -32,7 +31,6 @@ from media import (
 
 from render_kernels import (
     RenderSpec,
-    SourceInfo,
     UnsupportedMedia,
     WatermarkSpec,
     encode_audio,
@@ -41,8 +39,6 @@ from render_kernels import (
     plan_segments,
     probe,
     render_preview,
-    source_from_record,
-    source_record,
 )
 from render_kernels.compose import ORIENTATION_FILTERS, FramePipeline
 from render_kernels.orientation import orientation_from_matrix
@@ -242,30 +238,6 @@ def test_display_size_applies_sample_aspect_then_rotation(corpus):
     width, height = info.display_size()
     assert width == 160 and height == pytest.approx(240 * 32 / 27)
     assert RenderSpec("mp4", "720p").output_size(info) == (720, 1280)
-
-
-def test_source_record_round_trips_the_new_facts_and_reads_old_records():
-    info = SourceInfo(
-        path="a.mp4",
-        duration_s=2.0,
-        fps=10.0,
-        frame_count=20,
-        width=240,
-        height=160,
-        video_codec="h264",
-        keyframe_times=(0.0, 1.0),
-        audio=None,
-        rotation=270,
-        hflip=True,
-        sample_aspect=(32, 27),
-        field_order="bff",
-    )
-    record = json.loads(json.dumps(source_record(info)))  # as stored in the asset's meta.json
-    assert source_from_record(record, "a.mp4") == info
-    old = {k: v for k, v in record.items() if k not in ("rotation", "hflip", "sample_aspect", "field_order")}
-    assert source_from_record(old, "a.mp4") == SourceInfo(
-        **{**vars(info), "rotation": 0, "hflip": False, "sample_aspect": (1, 1), "field_order": "progressive"}
-    )
 
 
 # --- audio ---------------------------------------------------------------------------------------------------

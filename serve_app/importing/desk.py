@@ -210,18 +210,20 @@ class ImportDesk:
         )
 
     def _imported(self, asset: Asset) -> ImportedAsset:
-        facts = asset.facts or {}
+        facts = asset.facts
+        assert facts is not None, "an asset just parsed has its facts"
+        video = facts.video  # None: a still image
         return ImportedAsset(
             uri=asset.uri,
             kind="video" if asset.kind == "video" else "image",
             size_bytes=asset.size_bytes,
             filename=asset.filename,
-            width=facts["width"],
-            height=facts["height"],
-            duration_s=facts.get("duration_s"),
-            fps=facts.get("fps"),
-            video_codec=facts.get("video_codec"),
-            audio_codec=facts.get("audio_codec"),
+            width=facts.width,
+            height=facts.height,
+            duration_s=video.duration_s if video else None,
+            fps=video.fps if video else None,
+            video_codec=video.video_codec if video else None,
+            audio_codec=video.audio_codec if video else None,
             expires_at_ms=now_ms() + self.config.asset_retention_s * 1000,
         )
 

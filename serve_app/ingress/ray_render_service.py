@@ -253,8 +253,7 @@ class RegistryRenderService:
             )
         except VidforgeError:
             return None
-        facts = image.facts or {}
-        return (facts["width"], facts["height"]) if "width" in facts and "height" in facts else None
+        return (image.facts.width, image.facts.height) if image.facts else None
 
     async def review_decide(self, rec: TaskRecord, approved: bool, note: str | None) -> ApprovalAnswer:
         return await self.answer_approval(rec.principal, rec.task_id, approved, note)

@@ -2,10 +2,11 @@
 
 Kept in the media store (media_store.assets has the layout: `assets/<asset_id>/{blob, meta.json}`). An asset is
 parsed before it is accepted, so a render never starts on a file that cannot be read or is over a limit; what
-the parse found (`facts`) is kept in meta.json, so a render's creation checks limits without reading the file
-again, and the render plans its segments from it (`source_info`) instead of probing the file a second time. An
-upload over HTTP is streamed into the store as it arrives (a local file or a multipart upload, never whole in
-memory) and parsed from there in a process of its own (serve_app.media.media_probe).
+the parse found (`facts`, serve_app.media.media_facts) is kept in meta.json, so a render's creation checks limits
+without reading the file again, and the render plans its segments from it (`source_info`) instead of probing the
+file a second time; facts in an older layout are migrated as they are read. An upload over HTTP is streamed into
+the store as it arrives (a local file or a multipart upload, never whole in memory) and parsed from there in a
+process of its own (serve_app.media.media_probe).
 
 `vidforge://assets/<id>` URIs are parsed strictly, whole (mcp_protocol.asset_uri): anything that is not exactly that
 shape — a trailing newline or space, another case, percent-encoding, path traversal — and any asset of another
@@ -20,9 +21,8 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -30,13 +30,12 @@ from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.errors import no_asset_at, source_not_found
 from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
 from media_store.assets import ASSETS, AssetIndex, blob_key, meta_key, read_meta
-from render_kernels import Media, SourceInfo, source_from_record
+from render_kernels import Media, SourceInfo
 from serve_app.config import Config
 from serve_app.handles import media_store
+from serve_app.media.media_facts import MediaFacts
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds, inspect_media, parse_isolated
-
-SOURCE_FACTS = frozenset(f.name for f in fields(SourceInfo)) - {"path"}  # what a stored record must hold
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class Asset:
     kind: str  # "video" | "image"
     size_bytes: int
     filename: str
-    facts: dict[str, Any] | None = None  # media_probe.inspect_media's findings; None if stored before they were kept
+    facts: MediaFacts | None = None  # what the upload's parse found; None if stored before facts were kept
 
     @property
     def uri(self) -> str:
@@ -91,10 +90,7 @@ class AssetStore:
         """What the upload's parse found in a video asset (keyframes included), for the file where it is now; None
         for an asset stored before all of today's facts were kept (before the display matrix, pixel aspect and
         field order were, such a record would render a phone video sideways): the render probes it again."""
-        record = (asset.facts or {}).get("source")
-        if record is None or not SOURCE_FACTS <= record.keys():
-            return None
-        return source_from_record(record, self.media_of(asset))
+        return asset.facts.source_info(self.media_of(asset)) if asset.facts else None
 
     def usage(self, principal: str) -> int:
         """Bytes the principal's stored assets hold: what VIDFORGE_MAX_ASSET_BYTES_PER_PRINCIPAL bounds."""
@@ -111,12 +107,17 @@ class AssetStore:
         if used + size > self.max_bytes_per_principal:
             raise AssetQuotaExceeded(used, self.max_bytes_per_principal)
 
-    def _publish(self, asset_id: str, principal: str, filename: str, size: int, facts: dict[str, Any]) -> Asset:
-        """Write the metadata, the asset's last object: from here on it exists (media_store.assets). The filename
-        is only a label: kept up to the free-text bound (mcp_protocol.text_limits), cut rather than refused."""
+    def _publish(
+        self, asset_id: str, principal: str, filename: str, size: int, found: SourceInfo | tuple[int, int]
+    ) -> Asset:
+        """Write the metadata, the asset's last object: from here on it exists (media_store.assets). `found` is what
+        the parse found (media_probe.inspect_media), kept as the asset's facts. The filename is only a label: kept up
+        to the free-text bound (mcp_protocol.text_limits), cut rather than refused."""
+        facts = MediaFacts.of_video(found) if isinstance(found, SourceInfo) else MediaFacts.of_image(*found)
         label = Path(filename).name[:FREE_TEXT_MAX_CHARS] or "upload"
-        asset = Asset(asset_id, principal, facts["kind"], size, label, facts)
-        self.media.put_bytes(meta_key(asset_id), json.dumps({**asdict(asset), "created_at": time.time()}).encode())
+        asset = Asset(asset_id, principal, facts.kind, size, label, facts)
+        meta = {f.name: getattr(asset, f.name) for f in fields(asset)} | {"facts": facts.model_dump(mode="json")}
+        self.media.put_bytes(meta_key(asset_id), json.dumps({**meta, "created_at": time.time()}).encode())
         return asset
 
     def _drop(self, asset_id: str) -> None:
@@ -132,8 +133,8 @@ class AssetStore:
         asset_id = new_asset_id()
         try:
             size = self.media.put_file(path, blob_key(asset_id))
-            facts = inspect_media(self.media.media(blob_key(asset_id)), self.limits)
-            return self._publish(asset_id, principal, path, size, facts)
+            found = inspect_media(self.media.media(blob_key(asset_id)), self.limits)
+            return self._publish(asset_id, principal, path, size, found)
         except BaseException:
             self._drop(asset_id)
             raise
@@ -172,10 +173,10 @@ class AssetStore:
 
     async def _vetted(self, asset_id: str, principal: str, filename: str, size: int) -> Asset:
         """Parse the stored file in isolation (media_probe.parse_isolated) and publish it as an asset."""
-        facts = await parse_isolated(
+        found = await parse_isolated(
             self.parse_bounds, inspect_media, self.media.media(blob_key(asset_id)), self.limits
         )
-        return await anyio.to_thread.run_sync(self._publish, asset_id, principal, filename, size, facts)
+        return await anyio.to_thread.run_sync(self._publish, asset_id, principal, filename, size, found)
 
     @contextlib.asynccontextmanager
     async def _dropped_unless_published(self, asset_id: str) -> AsyncIterator[None]:
@@ -194,7 +195,8 @@ class AssetStore:
         meta = read_meta(self.media, ref.asset_id)
         if meta is None or meta.get("principal") != principal:
             raise source_not_found(field, no_asset_at(uri))
-        return Asset(**{k: meta[k] for k in Asset.__dataclass_fields__ if k in meta})
+        stored = {k: meta[k] for k in Asset.__dataclass_fields__ if k in meta}
+        return Asset(**{**stored, "facts": MediaFacts.stored(meta.get("facts"))})
 
 
 def new_asset_id() -> str:

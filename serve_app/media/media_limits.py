@@ -7,13 +7,12 @@ meets the problem. Every refusal names the setting and the value.
 
 from __future__ import annotations
 
-from typing import Any
-
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from render_kernels import UnsupportedMedia
 from render_kernels.limits import MediaLimits, OverLimit
 from serve_app.config import Config
+from serve_app.media.media_facts import MediaFacts
 from serve_app.observability.catalog import REFUSALS
 
 # The operator's name for each limit an OverLimit can name (MediaLimits fields, then the parse's own limits).
@@ -54,12 +53,12 @@ def media_refusal(field: str, exc: UnsupportedMedia) -> VidforgeError:
     return errors.unsupported_codec(field, exc.reason)
 
 
-def check_stored_facts(limits: MediaLimits, facts: dict[str, Any] | None) -> None:
-    """The limits now in force, on an asset's stored facts (media_probe.inspect_media): an operator may have
+def check_stored_facts(limits: MediaLimits, facts: MediaFacts | None) -> None:
+    """The limits now in force, on an asset's stored facts (serve_app.media.media_facts): an operator may have
     lowered them since the upload. Raises OverLimit. An asset stored before facts were kept has none to check."""
     if facts is None:
         return
-    if facts["kind"] == "video":
-        limits.check_video(facts["width"], facts["height"], facts["fps"], facts["frame_count"], facts["duration_s"])
+    if (video := facts.video) is not None:
+        limits.check_video(facts.width, facts.height, video.fps, video.frame_count, video.duration_s)
     else:
-        limits.check_image_size(facts["width"], facts["height"])
+        limits.check_image_size(facts.width, facts.height)

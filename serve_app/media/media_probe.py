@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from render_kernels import Media, SourceInfo, UnsupportedMedia, image_size, probe, probe_image, source_record
+from render_kernels import Media, SourceInfo, UnsupportedMedia, image_size, probe, probe_image
 from render_kernels.limits import MediaLimits, OverLimit
 from render_kernels.media_io import Damaged, open_binary
 
@@ -48,29 +48,18 @@ if TYPE_CHECKING:  # not at run time: every parser is a fresh worker that import
 logger = logging.getLogger(__name__)
 
 
-def inspect_media(path: Media, limits: MediaLimits) -> dict[str, Any]:
-    """What an upload is: the facts stored with the asset (create checks them against the limits then in force).
+def inspect_media(path: Media, limits: MediaLimits) -> SourceInfo | tuple[int, int]:
+    """What an upload is: a video's probe, or a still image's (width, height); the asset keeps them as its facts
+    (serve_app.media.media_facts.MediaFacts, made where the parse was asked for: no pydantic in a parser worker).
 
     A still image is recognised and sized from its header first (Pillow reads no pixel) and held to its limit
     before any decoder runs: a few-MB PNG can declare 16k x 16k pixels, and decoding it costs a gigabyte.
     """
     size = image_size(path)
     if size is None:
-        info = _probe_video(path, limits)
-        return {
-            "kind": "video",
-            "width": info.width,
-            "height": info.height,
-            "fps": info.fps,
-            "frame_count": info.frame_count,
-            "duration_s": info.duration_s,
-            "video_codec": info.video_codec,
-            "audio_codec": info.audio.codec if info.audio else None,
-            "source": source_record(info),  # all of it, so a render plans from it without parsing the file again
-        }
+        return _probe_video(path, limits)
     limits.check_image_size(*size)
-    width, height = probe_image(path)
-    return {"kind": "image", "width": width, "height": height}
+    return probe_image(path)
 
 
 def _probe_video(path: Media, limits: MediaLimits) -> SourceInfo:

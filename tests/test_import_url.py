@@ -29,13 +29,13 @@ from mcp_protocol.imports import ImportJob
 from media_store import open_media_store
 from media_store import s3 as s3_backend
 from serve_app.config import Config
-from serve_app.importing.address_guard import AddressGuard, refused_kind, system_resolver
 from serve_app.importing.desk import ImportDesk, ImportsAtCapacity
 from serve_app.importing.failures import ImportRefused, ImportUnavailable
-from serve_app.importing.outbound import trusted_roots
 from serve_app.importing.sources import BucketSource, WebSource, bucket_chunks, source_of
-from serve_app.importing.web_fetch import FetchLimits, WebFetch
+from serve_app.importing.web_fetch import FetchLimits, WebFetch, check_link, refusal_reason
 from serve_app.media.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
+from serve_app.outbound.address_guard import AddressGuard, refused_kind, system_resolver
+from serve_app.outbound.transport import trusted_roots
 from tests.fast_wire import fast_wire
 from tests.harness import TERMINAL, ServerProcess, Wire, poll_status, poll_task, wait_until
 from tests.https_origin import SECRET, Answer, CertificateAuthority, Origin, SilentTls
@@ -136,8 +136,10 @@ def refused(web: WebFetch, url: str, kind: type[Exception] = ImportRefused) -> s
 )
 def test_every_address_that_is_not_public_is_refused(address, kind):
     assert refused_kind(ip_address(address)) == kind
-    reason = AddressGuard().refusal(address, ip_address(address))
-    assert reason is not None and kind in reason and "VIDFORGE_IMPORT_ALLOW_HOSTS" in reason
+    refused = AddressGuard().refusal(address, ip_address(address))
+    assert refused is not None and refused.kind == kind
+    reason = refusal_reason(refused)
+    assert f"{address} is a {kind} address" in reason and "VIDFORGE_IMPORT_ALLOW_HOSTS" in reason
 
 
 @pytest.mark.parametrize("address", ["93.184.215.14", "8.8.8.8", "2606:4700::1111", "64:ff9b::808:808"])
@@ -154,13 +156,13 @@ def test_the_allow_list_takes_networks_and_host_names():
     assert guard.refusal("a.example", ip_address("10.0.0.7")) is None
     assert guard.refusal("a.example", ip_address("10.0.0.8")) is not None
     assert guard.refusal("a.example", ip_address("169.254.169.254")) is not None
-    guard.check_url("http", "media.internal", False)  # plain http for a listed host, and a listed address
-    guard.check_url("http", "127.0.0.1", False)
+    check_link(guard, "http", "media.internal", False)  # plain http for a listed host, and a listed address
+    check_link(guard, "http", "127.0.0.1", False)
     for scheme, host, userinfo in [("http", "a.example", False), ("ftp", "media.internal", False)]:
         with pytest.raises(ImportRefused):
-            guard.check_url(scheme, host, userinfo)
+            check_link(guard, scheme, host, userinfo)
     with pytest.raises(ImportRefused, match="user name or password"):
-        guard.check_url("https", "media.internal", True)
+        check_link(guard, "https", "media.internal", True)
 
 
 def test_what_a_url_names():

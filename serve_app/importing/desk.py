@@ -36,15 +36,16 @@ from mcp_protocol.timefmt import now_ms
 from media_store import is_storage_fault
 from render_kernels import UnsupportedMedia
 from serve_app.config import Config
-from serve_app.importing.address_guard import AddressGuard
 from serve_app.importing.failures import ImportRefused, ImportUnavailable
 from serve_app.importing.sources import BucketSource, ImportSource, bucket_chunks
 from serve_app.importing.web_fetch import FetchLimits, WebFetch
 from serve_app.media.assets import Asset, AssetQuotaExceeded, AssetStore, AssetTooLarge
 from serve_app.media.disk_full import is_disk_full
 from serve_app.media.media_limits import media_refusal
+from serve_app.outbound.address_guard import AddressGuard
 
 IMPORT_DESK_NAME = "vidforge-import-desk"
+DESK = "import desk"  # the actor, as its errors name it
 MIB = 1024 * 1024
 
 

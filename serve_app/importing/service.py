@@ -10,10 +10,10 @@ from __future__ import annotations
 from mcp_protocol import errors
 from mcp_protocol.imports import ImportJob
 from serve_app.config import Config
-from serve_app.importing.address_guard import AddressGuard
 from serve_app.importing.desk import ImportDeskApi, ImportsAtCapacity
 from serve_app.importing.failures import ImportRefused
 from serve_app.importing.sources import source_of
+from serve_app.outbound.address_guard import AddressGuard
 
 
 class DeskImports:

@@ -17,10 +17,10 @@ import anyio
 from media_store import open_media_store
 from media_store.artifacts import ARTIFACTS
 from media_store.assets import ASSETS
-from serve_app.importing.address_guard import AddressGuard
 from serve_app.importing.failures import ImportRefused
 from serve_app.importing.web_fetch import label_of, web_target
 from serve_app.media.assets import AssetTooLarge
+from serve_app.outbound.address_guard import AddressGuard
 
 S3 = "s3://"
 

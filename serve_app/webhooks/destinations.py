@@ -1,16 +1,21 @@
-"""Where a webhook may go: the import's address guard (serve_app/importing/address_guard.py) judges every address,
-with https only and VIDFORGE_WEBHOOK_ALLOW_HOSTS as its allow-list. A notify_url is checked at submit (refused there,
+"""Where a webhook may go: the shared address guard (serve_app/outbound/address_guard.py) judges every address, with
+https only and VIDFORGE_WEBHOOK_ALLOW_HOSTS as its allow-list. A notify_url is checked at submit (refused there,
 with nothing sent) and its host is resolved again and pinned at every attempt, so a name that later resolves to a
 refused address (DNS rebinding) gets no request either.
 """
 
 from __future__ import annotations
 
-import ipaddress
-
 import httpx2
 
-from serve_app.importing.address_guard import AddressGuard, IPAddress, Resolver, refused_kind, system_resolver
+from serve_app.outbound.address_guard import (
+    AddressGuard,
+    AddressRefused,
+    IPAddress,
+    NameUnresolved,
+    Resolver,
+    system_resolver,
+)
 
 ALLOW_SETTING = "VIDFORGE_WEBHOOK_ALLOW_HOSTS"
 
@@ -25,13 +30,6 @@ class DestinationRefused(Exception):
 
 class DestinationUnavailable(Exception):
     """The destination's name does not resolve, for now."""
-
-
-def _literal(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return None
 
 
 class DestinationGuard:
@@ -54,29 +52,17 @@ class DestinationGuard:
         return target
 
     async def pin(self, target: httpx2.URL) -> IPAddress:
-        """Resolve the host once, check every address (the guard's `refusal`), and return the first to connect to.
+        """Resolve the host once, check every address (the guard's `pin`), and return the first to connect to.
         Raises DestinationRefused naming the address's kind and this setting, DestinationUnavailable when the name
         does not resolve."""
-        host = target.raw_host.decode("ascii")
-        literal = _literal(host)
-        if literal is not None:
-            addresses = [literal]
-        else:
-            try:
-                found = await self._guard.resolver(host, target.port or 443)
-            except OSError:
-                raise DestinationUnavailable(f"{host} does not resolve") from None
-            addresses = list(dict.fromkeys(ip for text in found if (ip := _literal(text)) is not None))
-            if not addresses:
-                raise DestinationUnavailable(f"{host} does not resolve")
-        for ip in addresses:
-            if self._guard.refusal(host, ip) is not None:
-                where = f"{host} is" if ip == literal else f"{host} resolves to {ip},"
-                raise DestinationRefused(
-                    f"{where} a {refused_kind(ip)} address; webhooks go to public addresses only, unless "
-                    f"{ALLOW_SETTING} lists the host or its network"
-                )
-        return addresses[0]
+        try:
+            return await self._guard.pin(target.raw_host.decode("ascii"), target.port or 443)
+        except AddressRefused as refused:
+            raise DestinationRefused(
+                f"{refused}; webhooks go to public addresses only, unless {ALLOW_SETTING} lists the host or its network"
+            ) from None
+        except NameUnresolved as unresolved:
+            raise DestinationUnavailable(str(unresolved)) from None
 
     async def check(self, url: str) -> None:
         """What submit checks: the URL's rules, and every address its host resolves to now."""

@@ -40,13 +40,13 @@ from mcp_protocol.webhook_events import (
     DeliveryState,
     OutboxEvent,
 )
-from serve_app.importing.outbound import OutboundTransport, trusted_roots
 from serve_app.observability.catalog import (
     WEBHOOK_ATTEMPT_SECONDS,
     WEBHOOK_DELIVERIES,
     WEBHOOK_OLDEST_UNDELIVERED,
     WEBHOOK_OUTBOX_DEPTH,
 )
+from serve_app.outbound.transport import outbound_client, pinned_request, trusted_roots
 from serve_app.webhooks.destinations import DestinationGuard, DestinationRefused, DestinationUnavailable
 from serve_app.webhooks.outbox import Outbox
 from serve_app.webhooks.secrets import WebhookSecrets
@@ -246,28 +246,17 @@ class Dispatcher:
                 DeliveryState.PENDING, "no signing secret for the principal (VIDFORGE_WEBHOOK_SECRETS_FILE)"
             )
         target = self._guard.target(event.url)
-        host = target.raw_host.decode("ascii")
         pinned = await self._guard.pin(target)
         body = event.payload(self._review_link(event))
         timestamp = int(time.time())
         headers = {
-            "Host": target.netloc.decode("ascii"),
             "Content-Type": "application/json",
             "User-Agent": f"vidforge/{server_version()}",
             EVENT_ID_HEADER: event.event_id,
             SIGNATURE_HEADER: signature_header(secrets, timestamp, body),
         }
-        async with httpx2.AsyncClient(
-            transport=OutboundTransport(self._roots), trust_env=False, follow_redirects=False, timeout=None
-        ) as client:
-            request = client.build_request(
-                "POST",
-                target.copy_with(host=str(pinned)),
-                content=body,
-                headers=headers,
-                extensions={"sni_hostname": host},
-            )
-            response = await client.send(request)
+        async with outbound_client(self._roots) as client:
+            response = await client.send(pinned_request(client, "POST", target, pinned, headers, body))
         status = response.status_code
         if 200 <= status < 300:
             return _Outcome(DeliveryState.DELIVERED)

@@ -11,7 +11,7 @@ from mcp_protocol.catalog import RENDER_TOOL
 from mcp_protocol.domain import RenderRequest
 from mcp_protocol.envelope import repair
 from serve_app.config import Config
-from serve_app.importing.address_guard import Resolver, system_resolver
+from serve_app.outbound.address_guard import Resolver, system_resolver
 from serve_app.webhooks.destinations import DestinationGuard, DestinationRefused, DestinationUnavailable
 from serve_app.webhooks.secrets import WebhookSecrets
 

@@ -1,6 +1,11 @@
 """The transport of vidforge's requests to hosts its callers name: an import's fetch (serve_app.importing.web_fetch)
 and a webhook's POST (serve_app.webhooks.dispatcher).
 
+`outbound_client` is the one client both use: no proxy from the environment (a proxy would resolve the name itself,
+past the address guard), no redirect followed (a redirect is another hop, through the guard again, or none), no
+connection reused, no timeout of its own (each caller bounds the whole request). `pinned_request` sends a request to
+the address the guard pinned (serve_app.outbound.address_guard), the name kept for TLS and the Host header.
+
 Both are bounded by a cancel (the import's time limit or its cancel; the attempt timeout), which may come while the
 remote host stalls its TLS handshake. httpcore closes a connection whose handshake fails with an error, not one that
 is cancelled: the socket then stayed open, registered in the event loop, for as long as the host kept the
@@ -18,6 +23,8 @@ from typing import Any
 import anyio
 import httpcore2
 import httpx2
+
+from serve_app.outbound.address_guard import IPAddress
 
 
 def trusted_roots() -> ssl.SSLContext:
@@ -85,3 +92,30 @@ class OutboundTransport(httpx2.AsyncHTTPTransport):
         self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=roots, max_keepalive_connections=0, network_backend=_CancelClosesTls()
         )
+
+
+def outbound_client(roots: ssl.SSLContext, headers: dict[str, str] | None = None) -> httpx2.AsyncClient:
+    """A client for requests to a host a caller named (see the module's docstring); `headers` go with each."""
+    return httpx2.AsyncClient(
+        transport=OutboundTransport(roots), trust_env=False, follow_redirects=False, timeout=None, headers=headers
+    )
+
+
+def pinned_request(
+    client: httpx2.AsyncClient,
+    method: str,
+    target: httpx2.URL,
+    pinned: IPAddress,
+    headers: dict[str, str] | None = None,
+    content: bytes | None = None,
+) -> httpx2.Request:
+    """A request for `target` that goes to `pinned`, the address the guard checked: the URL's host swapped for it,
+    the name kept as the Host header and as the TLS server name (SNI and the certificate check), so nothing
+    resolves the name a second time."""
+    return client.build_request(
+        method,
+        target.copy_with(host=str(pinned)),
+        content=content,
+        headers={"Host": target.netloc.decode("ascii"), **(headers or {})},
+        extensions={"sni_hostname": target.raw_host.decode("ascii")},
+    )

@@ -1,19 +1,22 @@
-"""The address guard: where an import may connect. A URL an agent passes is the tenant's choice, and the server
-fetching it sits inside the operator's network, so the guard stands between the two (server-side request forgery):
+"""The address guard: where vidforge may connect when a caller names the host (an import's link, a webhook's
+notify_url). The host is the tenant's choice, and the server connecting to it sits inside the operator's network, so
+the guard stands between the two (server-side request forgery):
 
-- https only; plain http only to a host the operator lists;
 - every address a host name resolves to must be public: loopback, private, link-local (where cloud metadata
   services answer), shared (carrier-grade NAT), multicast, unspecified and the other reserved ranges are refused,
   `ipaddress`'s `is_global` and the explicit checks below together, an IPv4 address inside an IPv6 one (mapped,
   NAT64, 6to4) judged as itself. A host that resolves to any refused address is refused whole;
 - the name is resolved once per connection and the connection goes to that very address (`pin`: the caller
-  connects to it, with the name kept for TLS and the Host header), so a second resolution cannot swap in another
-  (DNS rebinding);
-- VIDFORGE_IMPORT_ALLOW_HOSTS (comma-separated host names and CIDRs) lets chosen hosts or networks past, for an
-  operator whose media server is on the inside.
+  connects to it, with the name kept for TLS and the Host header: serve_app.outbound.transport.pinned_request), so a
+  second resolution cannot swap in another (DNS rebinding);
+- an allow-list, each caller's own setting (comma-separated host names and CIDRs: VIDFORGE_IMPORT_ALLOW_HOSTS,
+  VIDFORGE_WEBHOOK_ALLOW_HOSTS), lets chosen hosts or networks past, for an operator whose media server or receiver is
+  on the inside.
 
-Resolution goes through `resolver`, the system's by default: the one seam the tests use to make a name resolve to
-chosen addresses.
+The rules of a URL (its scheme, credentials) are each caller's own, and so are the words of a refusal: the guard
+raises `AddressRefused` and `NameUnresolved`, which the import (serve_app.importing.web_fetch) and the webhooks
+(serve_app.webhooks.destinations) turn into their own errors. Resolution goes through `resolver`, the system's by
+default: the one seam the tests use to make a name resolve to chosen addresses.
 """
 
 from __future__ import annotations
@@ -26,12 +29,9 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
 import anyio
 
-from serve_app.importing.failures import ImportRefused, ImportUnavailable
-
 IPAddress = IPv4Address | IPv6Address
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 
-ALLOW_SETTING = "VIDFORGE_IMPORT_ALLOW_HOSTS"
 CLOUD_METADATA = frozenset(
     ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.170.2")
 )
@@ -84,8 +84,35 @@ def refused_kind(ip: IPAddress) -> str | None:
     return next((kind for judged in _judged(ip) if (kind := _kind(judged)) is not None), None)
 
 
-def _address(text: str) -> IPAddress:
-    return ipaddress.ip_address(text.split("%", 1)[0])  # an IPv6 scope (fe80::1%eth0) names no other address
+def _literal(host: str) -> IPAddress | None:
+    """The address `host` is, when it is one rather than a name."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])  # an IPv6 scope (fe80::1%eth0) names no other address
+    except ValueError:
+        return None
+
+
+class AddressRefused(Exception):
+    """The guard refuses a connection to `ip` for `host`: an address of `kind` (loopback, private, ...) that the
+    allow-list does not name. Its text starts the sentence each caller ends with its own rule and setting."""
+
+    def __init__(self, host: str, ip: IPAddress, kind: str) -> None:
+        super().__init__(host, ip, kind)
+        self.host = host
+        self.ip = ip
+        self.kind = kind
+
+    def __str__(self) -> str:
+        where = f"{self.host} is" if _literal(self.host) == self.ip else f"{self.host} resolves to {self.ip},"
+        return f"{where} a {self.kind} address"
+
+
+class NameUnresolved(Exception):
+    """The host's name does not resolve (for now: the same name may resolve later)."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"{host} does not resolve")
+        self.host = host
 
 
 @dataclass(frozen=True)
@@ -96,7 +123,7 @@ class AddressGuard:
 
     @classmethod
     def of(cls, allow_hosts: str, resolver: Resolver = system_resolver) -> AddressGuard:
-        """From VIDFORGE_IMPORT_ALLOW_HOSTS: each entry a network (CIDR, or one address) or a host name."""
+        """From an allow-list setting: each entry a network (CIDR, or one address) or a host name."""
         networks: list[IPv4Network | IPv6Network] = []
         hosts: set[str] = set()
         for entry in (part.strip() for part in allow_hosts.split(",")):
@@ -114,58 +141,33 @@ class AddressGuard:
     def _listed_address(self, ip: IPAddress) -> bool:
         return any(candidate in network for candidate in {ip, *_judged(ip)} for network in self.networks)
 
-    def check_url(self, scheme: str, host: str, has_userinfo: bool) -> None:
-        """The rules a URL must pass before anything is resolved. Raises ImportRefused."""
-        if has_userinfo:
-            raise ImportRefused("the link holds a user name or password; vidforge does not send credentials")
-        if scheme == "https":
-            return
-        if scheme == "http" and (self._listed_host(host) or self._literal_listed(host)):
-            return
-        if scheme == "http":
-            raise ImportRefused(f"plain http is refused for {host}: only https, unless {ALLOW_SETTING} lists the host")
-        raise ImportRefused(f"the {scheme or 'missing'} scheme is not importable: use an https:// link")
+    def listed(self, host: str) -> bool:
+        """Whether the allow-list names `host`, by its name or, for an address, by a network holding it."""
+        literal = _literal(host)
+        return self._listed_host(host) or (literal is not None and self._listed_address(literal))
 
-    @staticmethod
-    def _literal(host: str) -> IPAddress | None:
-        """The address `host` is, when it is one rather than a name."""
-        try:
-            return _address(host)
-        except ValueError:
-            return None
-
-    def _literal_listed(self, host: str) -> bool:
-        literal = self._literal(host)
-        return literal is not None and self._listed_address(literal)
-
-    def refusal(self, host: str, ip: IPAddress) -> str | None:
+    def refusal(self, host: str, ip: IPAddress) -> AddressRefused | None:
         """Why the guard refuses a connection to `ip` for `host`; None when it allows it."""
         if self._listed_host(host) or self._listed_address(ip):
             return None
         kind = refused_kind(ip)
-        if kind is None:
-            return None
-        where = f"{host} is" if self._literal(host) == ip else f"{host} resolves to {ip},"
-        return (
-            f"{where} a {kind} address; imports connect to public addresses only, unless {ALLOW_SETTING} lists the "
-            "host or its network"
-        )
+        return None if kind is None else AddressRefused(host, ip, kind)
 
     async def pin(self, host: str, port: int) -> IPAddress:
         """Resolve `host` once, check every address, and return the one to connect to (the first). Raises
-        ImportRefused when any address is refused, ImportUnavailable when the name does not resolve."""
-        literal = self._literal(host)
+        AddressRefused when any address is refused, NameUnresolved when the name does not resolve."""
+        literal = _literal(host)
         if literal is not None:
             addresses = [literal]
         else:
             try:
                 found = await self.resolver(host, port)
             except OSError:
-                raise ImportUnavailable(f"{host} does not resolve") from None
-            addresses = list(dict.fromkeys(_address(text) for text in found))
+                raise NameUnresolved(host) from None
+            addresses = list(dict.fromkeys(ip for text in found if (ip := _literal(text)) is not None))
             if not addresses:
-                raise ImportUnavailable(f"{host} does not resolve")
+                raise NameUnresolved(host)
         for ip in addresses:
-            if (why := self.refusal(host, ip)) is not None:
-                raise ImportRefused(why)
+            if (refused := self.refusal(host, ip)) is not None:
+                raise refused
         return addresses[0]

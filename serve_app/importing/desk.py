@@ -21,11 +21,11 @@ import secrets
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Protocol
 
 import ray
 
-from actors.actor_calls import ActorClient
+from actors.actor_calls import ActorCall, ActorClient
 from actors.handle import singleton_actor_options
 from mcp_protocol import errors
 from mcp_protocol.domain import TaskStatus
@@ -263,7 +263,7 @@ class ImportDesk:
 
 
 class ImportDeskApi(Protocol):
-    """What a replica asks of the desk: the in-process `ImportDesk` is one, and so is `DeskClient`."""
+    """What a replica asks of the desk: the in-process `ImportDesk` is one, and so is `DeskClient`, the cluster's."""
 
     async def start(self, principal: str, source: ImportSource) -> ImportJob: ...
     async def get(self, principal: str, task_id: str) -> ImportJob | None: ...
@@ -274,9 +274,18 @@ class ImportDeskApi(Protocol):
 _IN_PROCESS: type[ImportDeskApi] = ImportDesk  # mypy checks the desk's signatures against the protocol
 
 
-class DeskClient(ActorClient):
+class DeskActor(ActorClient):
     """The cluster's import desk actor, as an `ImportDeskApi` (`ActorClient.answer`: ImportsAtCapacity arrives as
-    itself, the actor out of reach as `ActorUnavailable`).
+    itself, the actor out of reach as `ActorUnavailable`)."""
+
+    start = ActorCall(ImportDeskApi.start)
+    get = ActorCall(ImportDeskApi.get)
+    wait = ActorCall(ImportDeskApi.wait)
+    cancel = ActorCall(ImportDeskApi.cancel)
+
+
+class DeskClient:
+    """The cluster's import desk, as an `ImportDeskApi`, through its actor's client (`DeskActor`).
 
     The desk starts with the cluster's first import, not with the server: a server that imports nothing runs no
     process for it (every Python process of Ray's wakes 100 times a second, ~0.006 CPU-s per second at rest, CPU
@@ -284,35 +293,35 @@ class DeskClient(ActorClient):
     about an import answers None without starting it."""
 
     def __init__(self, config: Config) -> None:
-        super().__init__(None, "import desk")
         self._config = config
+        self._desk: DeskActor | None = None
 
     async def start(self, principal: str, source: ImportSource) -> ImportJob:
-        if self.handle is None:  # created, or found when another replica has created it
+        if self._desk is None:  # created, or found when another replica has created it
             options = singleton_actor_options(IMPORT_DESK_NAME, self._config.namespace)
-            self.handle = ray.remote(ImportDesk).options(**options).remote(self._config.to_json())
-        return cast(ImportJob, await self.answer(self.handle.start.remote(principal, source)))
+            self._desk = DeskActor(ray.remote(ImportDesk).options(**options).remote(self._config.to_json()), DESK)
+        return await self._desk.start(principal, source)
 
     async def get(self, principal: str, task_id: str) -> ImportJob | None:
-        if not self._found():
-            return None
-        return cast(ImportJob | None, await self.answer(self.handle.get.remote(principal, task_id)))
+        desk = self._found()
+        return None if desk is None else await desk.get(principal, task_id)
 
     async def wait(self, principal: str, task_id: str) -> ImportJob | None:
-        if not self._found():
-            return None
-        return cast(ImportJob | None, await self.answer(self.handle.wait.remote(principal, task_id)))
+        desk = self._found()
+        return None if desk is None else await desk.wait(principal, task_id)
 
     async def cancel(self, principal: str, task_id: str) -> ImportJob | None:
-        if not self._found():
-            return None
-        return cast(ImportJob | None, await self.answer(self.handle.cancel.remote(principal, task_id)))
+        desk = self._found()
+        return None if desk is None else await desk.cancel(principal, task_id)
 
-    def _found(self) -> bool:
-        """Whether the desk runs (has been started by any replica), its handle then held."""
-        if self.handle is None:
+    def _found(self) -> DeskActor | None:
+        """The desk's client once it runs (has been started by any replica); None before."""
+        if self._desk is None:
             try:
-                self.handle = ray.get_actor(IMPORT_DESK_NAME, namespace=self._config.namespace)
+                self._desk = DeskActor(ray.get_actor(IMPORT_DESK_NAME, namespace=self._config.namespace), DESK)
             except ValueError:  # no actor of that name: no import has been started
-                return False
-        return True
+                return None
+        return self._desk
+
+
+_CLUSTER: type[ImportDeskApi] = DeskClient  # and the cluster's client

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import anyio
@@ -25,6 +26,7 @@ from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from serve_app.config import Config
 from serve_app.ingress.direct_uploads import UPLOADS_PATH
+from serve_app.ingress.leases import LedgerClient
 from serve_app.ingress.refusals import MCP_PATH, refusal
 from serve_app.observability.catalog import REFUSALS
 
@@ -85,7 +87,7 @@ def kind_of(scope: Scope) -> str | None:
 class Admission:
     """A replica's side of the ledger: takes and returns leases, and proves the replica alive (heartbeats)."""
 
-    def __init__(self, ledger, ttl_s: float) -> None:
+    def __init__(self, ledger: LedgerClient, ttl_s: float) -> None:
         self.ledger = ledger
         self.holder = "replica_" + secrets.token_hex(8)
         self.heartbeat_s = ttl_s / 3
@@ -97,7 +99,7 @@ class Admission:
         # Listed before asking: a heartbeat sent meanwhile covers it, and an ask cut short still returns it.
         self.held[lease_id] = (principal, kind)
         try:
-            granted = await self.ledger.acquire.remote(self.holder, lease_id, principal, kind, limit)
+            granted = await self.ledger.acquire(self.holder, lease_id, principal, kind, limit)
         except BaseException:
             self.release(lease_id)
             raise
@@ -110,10 +112,10 @@ class Admission:
         """Not a coroutine: it must run in a `finally` of a cancelled request, so the actor call is sent, not
         awaited (the ledger processes it after the acquire this replica sent earlier)."""
         self.held.pop(lease_id, None)
-        self.ledger.release.remote(lease_id)
+        self.ledger.release(lease_id)
 
     @contextlib.asynccontextmanager
-    async def heartbeats(self):
+    async def heartbeats(self) -> AsyncIterator[None]:
         """Run for the app's lifetime (its lifespan): the ledger frees a silent replica's leases."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._heartbeat_forever)
@@ -123,7 +125,7 @@ class Admission:
     async def _heartbeat_forever(self) -> None:
         while True:
             try:
-                await self.ledger.heartbeat.remote(self.holder, dict(self.held))
+                await self.ledger.heartbeat(self.holder, dict(self.held))
             except Exception:  # the ledger restarting: Ray retries it; the next beat re-adopts our leases
                 log.warning("lease ledger heartbeat failed", exc_info=True)
             await anyio.sleep(self.heartbeat_s)

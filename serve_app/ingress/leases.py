@@ -21,9 +21,11 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Protocol
 
 import ray
 
+from actors.actor_calls import ActorCall, ActorCast, ActorClient
 from actors.handle import singleton_actor_options
 
 LEDGER_NAME = "vidforge-lease-ledger"
@@ -86,6 +88,27 @@ class LeaseLedger:
             self.adopted.discard(holder)
 
 
-def ledger_handle(namespace: str, ttl_s: float):
+class LedgerApi(Protocol):
+    """What a replica asks of the ledger (`serve_app/ingress/admission.py`)."""
+
+    async def acquire(self, holder: str, lease_id: str, principal: str, kind: str, limit: int) -> bool: ...
+    async def release(self, lease_id: str) -> None: ...
+    async def heartbeat(self, holder: str, held: dict[str, tuple[str, str]]) -> None: ...
+
+
+_IN_PROCESS: type[LedgerApi] = LeaseLedger  # mypy checks the ledger's signatures against the protocol
+
+
+class LedgerClient(ActorClient):
+    """The cluster's ledger actor: a lease asked for and a heartbeat are awaited; a release is sent, not awaited
+    (it runs in the `finally` of a request that may be cancelled)."""
+
+    acquire = ActorCall(LedgerApi.acquire)
+    release = ActorCast(LedgerApi.release)
+    heartbeat = ActorCall(LedgerApi.heartbeat)
+
+
+def ledger_client(namespace: str, ttl_s: float) -> LedgerClient:
     """The cluster's ledger (created by the first replica that asks)."""
-    return ray.remote(LeaseLedger).options(**singleton_actor_options(LEDGER_NAME, namespace)).remote(ttl_s)
+    handle = ray.remote(LeaseLedger).options(**singleton_actor_options(LEDGER_NAME, namespace)).remote(ttl_s)
+    return LedgerClient(handle, "lease ledger")

@@ -29,7 +29,7 @@ from serve_app.ingress.admission import Admission
 from serve_app.ingress.app import build_app
 from serve_app.ingress.auth import load_tokens
 from serve_app.ingress.front import HttpFront
-from serve_app.ingress.leases import ledger_handle
+from serve_app.ingress.leases import ledger_client
 from serve_app.ingress.ray_render_service import RayRenderService
 from serve_app.launch.metrics_endpoint import start_metrics_endpoint
 from serve_app.launch.port_check import BIND_ERRORS, PortUnavailable
@@ -51,7 +51,7 @@ class McpIngress:
         observe_process(config)
         # Built here, inside the replica: the SDK's app holds an AES-GCM key and cannot be pickled.
         tokens = load_tokens(config.tokens_file)
-        admission = Admission(ledger_handle(config.namespace, config.lease_ttl_s), config.lease_ttl_s)
+        admission = Admission(ledger_client(config.namespace, config.lease_ttl_s), config.lease_ttl_s)
         app = build_app(RayRenderService(config), config, tokens, admission)
         self.front = HttpFront(app, config.host, config.port, config.header_timeout_s)
         try:

@@ -96,6 +96,10 @@ class MediaParser:
         _cap_memory(memory_bytes)
         self.fault_prefix = fault_prefix.encode()
 
+    def ready(self) -> bool:
+        """Answers once the process has started and capped its memory (the parse's deadline starts after)."""
+        return True
+
     def run(self, fn: Callable[..., Any], path: Media, *args: Any) -> Any:
         if self.fault_prefix:
             _test_fault(path, self.fault_prefix)
@@ -135,14 +139,20 @@ async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: Medi
     or time limit) saying why not. `fn` is a kernel (or `inspect_media`) and must raise nothing else for bad
     media; any other failure is logged here and answered as unusable media, never as a server error.
     Cancelling the caller kills the parser."""
+    # Here, not at the top: every parser worker imports this module, and the actors package (the typed calls) would
+    # add about a second of CPU to each one's start. The processes that start a parse have it loaded.
+    from actors.actor_calls import ActorUnavailable
+    from serve_app.media.parser_client import PARSER, ParserClient
+
     if isinstance(path, str):  # a local file: it is on this node
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        parser = _parser_actor.options(scheduling_strategy=here).remote(bounds.memory_bytes, bounds.fault_prefix)
+        handle = _parser_actor.options(scheduling_strategy=here).remote(bounds.memory_bytes, bounds.fault_prefix)
     else:
-        parser = _parser_actor.remote(bounds.memory_bytes, bounds.fault_prefix)
+        handle = _parser_actor.remote(bounds.memory_bytes, bounds.fault_prefix)
+    parser = ParserClient(handle, PARSER)
     try:
-        await parser.__ray_ready__.remote()
-        return await asyncio.wait_for(_unwrapped(parser.run.remote(fn, path, *args)), bounds.timeout_s)
+        await parser.ready()
+        return await asyncio.wait_for(parser.run(fn, path, *args), bounds.timeout_s)
     except TimeoutError:
         raise OverLimit("parse_timeout_s", f"reading the file took longer than {bounds.timeout_s:g} s") from None
     except MemoryError as exc:
@@ -151,19 +161,11 @@ async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: Medi
         ) from exc
     except UnsupportedMedia:
         raise
-    except ray.exceptions.RayActorError as exc:
+    except ActorUnavailable as exc:
         logger.warning("media parser process died on %s", path, exc_info=exc)
         raise UnsupportedMedia("the media parser crashed reading this file") from exc
     except Exception as exc:  # noqa: BLE001 - a kernel bug on hostile input is still this file's refusal
         logger.error("media parser failed on %s", path, exc_info=exc)
         raise UnsupportedMedia("the media parser failed reading this file") from exc
     finally:
-        ray.kill(parser)
-
-
-async def _unwrapped(ref: ray.ObjectRef) -> Any:
-    """The parse's value; its exception re-raised as itself (not wrapped in a RayTaskError)."""
-    try:
-        return await ref
-    except ray.exceptions.RayTaskError as err:
-        raise err.cause from err
+        ray.kill(handle)

@@ -10,11 +10,14 @@ Series are named as the catalog names them (`vidforge_*`), summed over processes
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Protocol
 
 import ray
 from prometheus_client import CollectorRegistry, start_http_server
 
+from actors.actor_calls import ActorCall, ActorCast, ActorClient, ActorUnavailable
 from actors.handle import singleton_actor_options
 from serve_app.config import Config
 from serve_app.observability.aggregate import Aggregate, PrincipalLabels
@@ -22,6 +25,7 @@ from serve_app.observability.catalog import ALL_METRICS
 from serve_app.observability.metric import Report
 
 EXPORTER_NAME = "vidforge-metrics"
+EXPORTER = "metrics exporter"  # the actor, as its errors name it
 
 
 class MetricsUnavailable(Exception):
@@ -49,6 +53,20 @@ class MetricsExporter:
         self._aggregate.add(source, report, time.monotonic())
 
 
+class ExporterApi(Protocol):
+    """What vidforge's processes ask of the exporter (MetricsExporter, whose methods are plain functions)."""
+
+    async def url(self) -> str: ...
+    async def report(self, source: str, report: Report) -> None: ...
+
+
+class ExporterClient(ActorClient):
+    """The cluster's exporter actor: its URL is awaited (at start), a report is sent and not awaited."""
+
+    url = ActorCall(ExporterApi.url)
+    report = ActorCast(ExporterApi.report)
+
+
 def start_exporter(config: Config, principals: PrincipalLabels) -> str:
     """Start the endpoint (or find the running one) and return its URL; MetricsUnavailable when it cannot listen."""
     handle = (
@@ -57,9 +75,10 @@ def start_exporter(config: Config, principals: PrincipalLabels) -> str:
         .remote(config.metrics_host or config.host, config.metrics_port or 0, principals)
     )
     try:
-        return str(ray.get(handle.url.remote()))
-    except ray.exceptions.RayActorError as err:  # its constructor's error ends the message: the one line again
-        raise MetricsUnavailable(str(err).strip().splitlines()[-1].split("MetricsUnavailable: ", 1)[-1]) from None
+        return asyncio.run(ExporterClient(handle, EXPORTER).url())
+    except ActorUnavailable as err:  # its constructor's error (Ray's, the cause) ends the message: the one line again
+        said = str(err.__cause__).strip().splitlines()[-1]
+        raise MetricsUnavailable(said.split("MetricsUnavailable: ", 1)[-1]) from None
 
 
 def _netloc(host: str, port: int) -> str:

@@ -16,7 +16,7 @@ import time
 
 import ray
 
-from serve_app.observability.exporter import EXPORTER_NAME
+from serve_app.observability.exporter import EXPORTER, EXPORTER_NAME, ExporterClient
 from serve_app.observability.metric import Report, SeriesKey, return_report, take_report
 
 REPORT_INTERVAL_S = 1.0
@@ -41,7 +41,7 @@ def worth_sending(report: Report, last_gauges: dict[SeriesKey, float] | None, si
 
 
 def _report_forever(namespace: str) -> None:
-    exporter = None
+    exporter: ExporterClient | None = None
     source = ""
     last_gauges: dict[SeriesKey, float] | None = None
     sent_at = 0.0
@@ -54,9 +54,9 @@ def _report_forever(namespace: str) -> None:
             continue  # nothing is lost: no increments, and the gauges are the ones sent last
         try:
             if exporter is None:
-                exporter = ray.get_actor(EXPORTER_NAME, namespace=namespace)
+                exporter = ExporterClient(ray.get_actor(EXPORTER_NAME, namespace=namespace), EXPORTER)
                 source = _source_name()
-            exporter.report.remote(source, report)
+            exporter.report(source, report)
             last_gauges, sent_at = report.gauges, time.monotonic()
         except (ValueError, ray.exceptions.RayError):  # no exporter (yet), or Ray going away: next time
             exporter = None

@@ -22,6 +22,7 @@ from typing import Protocol
 
 import ray
 
+from actors.actor_calls import ActorCall, ActorClient
 from actors.handle import singleton_actor_options
 from mcp_protocol.domain import PendingApproval
 from mcp_protocol.webhook_events import OutboxEvent
@@ -76,11 +77,27 @@ class WebhookDispatcher:
         return not self._delivering.done()
 
 
-def start_dispatcher(config: Config, review_links: Callable[[Config], RoundLinks]) -> None:
-    """Start the cluster's webhook dispatcher (per namespace) unless it runs; it starts delivering on its own."""
-    ray.remote(WebhookDispatcher).options(**singleton_actor_options(DISPATCHER_NAME, config.namespace)).remote(
-        config.to_json(), review_links
-    )
+class DispatcherApi(Protocol):
+    """What a caller may ask of the dispatcher's actor."""
+
+    async def ready(self) -> bool: ...
+
+
+_IN_PROCESS: type[DispatcherApi] = WebhookDispatcher  # mypy checks the actor's signatures against the protocol
+
+
+class DispatcherClient(ActorClient):
+    """The cluster's webhook dispatcher actor, as a `DispatcherApi`."""
+
+    ready = ActorCall(DispatcherApi.ready)
+
+
+def start_dispatcher(config: Config, review_links: Callable[[Config], RoundLinks]) -> DispatcherClient:
+    """Start the cluster's webhook dispatcher (per namespace) unless it runs; it starts delivering on its own, so
+    nothing need wait for it (its client's `ready` says whether it delivers)."""
+    options = singleton_actor_options(DISPATCHER_NAME, config.namespace)
+    handle = ray.remote(WebhookDispatcher).options(**options).remote(config.to_json(), review_links)
+    return DispatcherClient(handle, "webhook dispatcher")
 
 
 class DeliveryStart:

@@ -10,7 +10,7 @@ the result's links. The script itself makes no HTTP request: every byte moves be
 or stays on the server behind the links it prints.
 
 The calls run as tasks (the io.modelcontextprotocol/tasks extension, added to the SDK by vidforge's client package
-through the SDK's public extension hooks: serve_app/client/tasks.py), so `call_tool` follows each task to its end.
+through the SDK's public extension hooks: vidforge_client/tasks.py), so `call_tool` follows each task to its end.
 --token defaults to $VIDFORGE_TOKEN (none when the server has no tokens file), --server to $VIDFORGE_URL or
 http://127.0.0.1:8000/mcp.
 """
@@ -25,9 +25,9 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitRequestURLParams, ElicitResult
 
-from serve_app.client.address import ServerAddress
-from serve_app.client.failures import failure_of
-from serve_app.client.tasks import ElicitParams, TasksExtension, TaskState
+from vidforge_client.address import ServerAddress
+from vidforge_client.failures import failure_of
+from vidforge_client.tasks import ElicitParams, TasksExtension, TaskState
 
 
 class Follower:

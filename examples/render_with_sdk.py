@@ -7,7 +7,7 @@ Uploads the files (POST /assets, the raw bytes as the body), calls `vidforge_ren
 task's progress as it changes, answers the watermark approval, and downloads the video (GET /artifacts).
 
 The task runs through the io.modelcontextprotocol/tasks extension, which the SDK does not ship: vidforge's client
-package adds it through the SDK's public extension hooks (serve_app/client/tasks.py). With it, `call_tool`
+package adds it through the SDK's public extension hooks (vidforge_client/tasks.py). With it, `call_tool`
 follows the task to its end: it polls `tasks/get` at the server's `pollIntervalMs`, hands each state to the follower
 below, sends the follower's answers with `tasks/update`, and returns as soon as a poll finds the task ended.
 
@@ -15,7 +15,7 @@ The SDK's client declares both elicitation modes, so vidforge asks for the appro
 on its review page (the link a person opens in a browser). Standing in for that person, the script asks at the
 terminal (unattended, it approves) and submits the answer on the page, then tells the server it went there (accept).
 --token defaults to $VIDFORGE_TOKEN (a token of the server's tokens file; none when the server has none), --server to
-$VIDFORGE_URL or http://127.0.0.1:8000/mcp. `vidforge render` (serve_app/client/render.py) is the full command.
+$VIDFORGE_URL or http://127.0.0.1:8000/mcp. `vidforge render` (vidforge_client/render.py) is the full command.
 """
 
 import argparse
@@ -31,14 +31,14 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitRequestURLParams, ElicitResult
 
-from serve_app.client.address import ServerAddress
-from serve_app.client.failures import failure_of
-from serve_app.client.tasks import ElicitParams, TasksExtension, TaskState
-from serve_app.client.transfers import ServerFiles
+from vidforge_client.address import ServerAddress
+from vidforge_client.failures import failure_of
+from vidforge_client.tasks import ElicitParams, TasksExtension, TaskState
+from vidforge_client.transfers import ServerFiles
 
 
 class Follower:
-    """What the tasks extension reports to (`serve_app.client.tasks.TaskFollower`): progress and the approval."""
+    """What the tasks extension reports to (`vidforge_client.tasks.TaskFollower`): progress and the approval."""
 
     def __init__(self) -> None:
         self.last = ""
@@ -74,7 +74,7 @@ async def decide_on_review_page(url: str, approved: bool) -> None:
 
 async def render(args: argparse.Namespace, address: ServerAddress) -> None:
     async with httpx2.AsyncClient(headers=address.headers, timeout=300) as http:
-        files = ServerFiles(http, address)  # POST /assets, GET /artifacts (serve_app/client/transfers.py)
+        files = ServerFiles(http, address)  # POST /assets, GET /artifacts (vidforge_client/transfers.py)
         await files.check()
         arguments = {
             "source_asset_uri": (await files.upload(Path(args.source))).uri,

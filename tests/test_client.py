@@ -1,4 +1,4 @@
-"""The `vidforge` client's parts that need no server (serve_app/client): the progress figures read back from the
+"""The `vidforge` client's parts that need no server (vidforge_client): the progress figures read back from the
 status messages the server writes, where the client finds the server, where the video goes, how failures become one
 line and an exit code, and that the client imports no Ray. End to end against a real server: tests/test_cli_render.py."""
 
@@ -13,12 +13,12 @@ import pytest
 
 from mcp_protocol.domain import Phase
 from mcp_protocol.progress import PLACEMENT_PREFIX, RenderProgress
-from serve_app.client.address import BadServerUrl, ServerAddress
-from serve_app.client.failures import ClientFailure, ExitCode, Refusal, failure_of
-from serve_app.client.progress import ProgressFigures
-from serve_app.client.render import RenderOrder, default_output
-from serve_app.client.tasks import TaskCancelled, TaskEnded, TaskState
 from tests.harness import REPO
+from vidforge_client.address import BadServerUrl, ServerAddress
+from vidforge_client.failures import ClientFailure, ExitCode, Refusal, failure_of
+from vidforge_client.progress import ProgressFigures
+from vidforge_client.render import RenderOrder, default_output
+from vidforge_client.tasks import TaskCancelled, TaskEnded, TaskState
 
 
 def state(message: str, status: str = "working") -> TaskState:
@@ -131,6 +131,6 @@ def test_the_error_envelope_is_read_on_both_carriers():
 
 
 def test_the_client_imports_no_ray():
-    probe = "import sys, serve_app.client.commands, serve_app.client.tasks; print('ray' in sys.modules)"
+    probe = "import sys, vidforge_client.commands, vidforge_client.tasks; print('ray' in sys.modules)"
     ran = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0 and ran.stdout.strip() == "False", ran.stdout + ran.stderr

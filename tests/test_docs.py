@@ -22,11 +22,11 @@ import av
 import pytest
 from starlette.routing import compile_path
 
-from serve_app.client.address import SERVER_VARIABLE, TOKEN_VARIABLE
 from serve_app.config import Config
 from serve_app.launch.cli import parser as vidforge_parser
 from tests.harness import REPO, TOOL_NAMES
 from tests.media import make_clip
+from vidforge_client.address import SERVER_VARIABLE, TOKEN_VARIABLE
 
 README = REPO / "README.md"
 OPERATING = REPO / "docs" / "operating.md"

@@ -1,8 +1,8 @@
 """The rooms' one-way doors (pyproject.toml's `[tool.importlinter]` contracts), and proof that they bite.
 
 The contracts are checked by import-linter on the tree as it stands; then each planted import (a loop inside a
-room, a back-arrow between top-level rooms, a back-arrow between serve_app's sub-packages) is added to a copy
-of the tree, where the same check must fail and name the contract it breaks.
+room, a back-arrow between top-level rooms, a back-arrow between serve_app's sub-packages, the client reaching past
+the wire) is added to a copy of the tree, where the same check must fail and name the contract it breaks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOMS = ("serve_app", "actors", "media_store", "render_kernels", "mcp_protocol")
+ROOMS = ("serve_app", "vidforge_client", "actors", "media_store", "render_kernels", "mcp_protocol")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -31,7 +31,7 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
 def test_the_tree_keeps_every_contract():
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,11 @@ def tree_copy(tmp_path_factory) -> Path:
         ("render_kernels/probe.py", "import mcp_protocol.domain", "Top-level rooms import downward only"),
         ("serve_app/media/disk_full.py", "import serve_app.ingress.refusals", "serve_app's sub-packages"),
         ("serve_app/config.py", "import serve_app.handles", "serve_app's sub-packages"),
+        # the client: the wire and third-party libraries only, no loop of its own, and nothing below imports it
+        ("vidforge_client/listing.py", "import media_store", "The client imports only the wire"),
+        ("vidforge_client/tasks.py", "import ray", "The client imports only the wire"),
+        ("vidforge_client/address.py", "import vidforge_client.commands", "No import loop between the modules"),
+        ("actors/task_registry.py", "import vidforge_client.address", "Top-level rooms import downward only"),
     ],
 )
 def test_a_planted_loop_or_back_arrow_breaks_the_check(tree_copy, module, planted, broken):

@@ -1,6 +1,6 @@
 """`GET /assets`, `GET /renders` and `GET /renders/{render_id}`: the caller's own assets and renders, newest first, a
 page at a time. MCP 2026-07-28 has no `tasks/list`, so `vidforge assets list` and `vidforge renders list|get` read
-these (serve_app/client).
+these (vidforge_client).
 
 Behind the same bearer auth as the file routes; a caller sees only what its principal owns, and another principal's
 render answers exactly like an unknown one. `?limit=` bounds a page (default and cap: VIDFORGE_MAX_LIST_ITEMS);

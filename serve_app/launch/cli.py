@@ -1,5 +1,5 @@
 """`vidforge` command line: `vidforge serve` and `vidforge assets add PATH` (architecture: operator interface), and the
-client's commands (`render`, `assets list`, `renders list|get`: serve_app/client)."""
+client's commands (`render`, `assets list`, `renders list|get`, `webhooks list`: the vidforge_client package)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import threading
 from importlib.metadata import version
 
-from serve_app.client.commands import register_client_commands
 from serve_app.launch.state_migrate import register_state_commands
 from serve_app.launch.webhook_secret import register_webhook_secret
+from vidforge_client.commands import register_client_commands
 
 # The server's modules (settings, Ray, PyAV) are imported by the commands that run them, so the client's commands,
 # `--help` and `--version` answer without the seconds those imports take.
@@ -144,7 +144,7 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("--data-dir", default=None)
     add.add_argument("--principal", help="owner of the asset (a principal of the tokens file; default: the local one)")
     add.set_defaults(func=_assets_add)
-    webhooks = register_client_commands(sub, assets)  # render, assets|webhooks list, renders list|get: serve_app/client
+    webhooks = register_client_commands(sub, assets)  # render, assets|webhooks list, renders list|get: vidforge_client
     register_webhook_secret(webhooks)  # webhooks secret: serve_app/launch/webhook_secret.py
     register_state_commands(sub)  # state migrate: serve_app/launch/state_migrate.py
     return root

@@ -12,8 +12,8 @@ import httpx2
 from mcp.shared.exceptions import MCPError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from serve_app.client.address import TOKEN_VARIABLE, ServerAddress
-from serve_app.client.tasks import TaskCancelled, TaskEnded
+from vidforge_client.address import TOKEN_VARIABLE, ServerAddress
+from vidforge_client.tasks import TaskCancelled, TaskEnded
 
 
 class ExitCode(IntEnum):

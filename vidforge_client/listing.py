@@ -12,8 +12,8 @@ import httpx2
 from rich.console import Console
 from rich.table import Table
 
-from serve_app.client.address import ServerAddress
-from serve_app.client.transfers import Listed, ServerFiles
+from vidforge_client.address import ServerAddress
+from vidforge_client.transfers import Listed, ServerFiles
 
 PIPE_WIDTH = 240  # a table piped to a file or a pager is not cut to 80 columns
 TIMEOUT_S = 60.0

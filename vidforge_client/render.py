@@ -4,7 +4,7 @@
    clip.720p.mp4; never the source itself), and local inputs are checked to exist.
 2. A health check proves the server and the credential; local files are uploaded (`POST /assets`); a
    `vidforge://assets/…` URI is used as it is.
-3. `vidforge_render_video` is called through the official SDK client with the tasks extension (serve_app.client.tasks),
+3. `vidforge_render_video` is called through the official SDK client with the tasks extension (vidforge_client.tasks),
    which follows the task at the server's poll interval. Every state polled updates the progress view.
 4. A watermark is approved by a person on the server's review page (the link is printed; the render waits), or, with
    `--approve`, by this command itself through `vidforge_approve_watermark`, which the server allows for one's own
@@ -28,12 +28,12 @@ from mcp_types import CallToolResult, ElicitRequestURLParams, ElicitResult, Impl
 
 from mcp_protocol.catalog import APPROVE_TOOL, RENDER_TOOL
 from mcp_protocol.domain import OutputFormat, Position, Resolution
-from serve_app.client.address import ServerAddress
-from serve_app.client.failures import ClientFailure, ExitCode, Refusal
-from serve_app.client.interrupt import Interrupt
-from serve_app.client.progress import ProgressFigures, ProgressView
-from serve_app.client.tasks import ElicitParams, TasksExtension, TaskState
-from serve_app.client.transfers import ServerFiles
+from vidforge_client.address import ServerAddress
+from vidforge_client.failures import ClientFailure, ExitCode, Refusal
+from vidforge_client.interrupt import Interrupt
+from vidforge_client.progress import ProgressFigures, ProgressView
+from vidforge_client.tasks import ElicitParams, TasksExtension, TaskState
+from vidforge_client.transfers import ServerFiles
 
 ASSET_URI_PREFIX = "vidforge://assets/"
 HTTP_TIMEOUT_S = 120.0  # per read or write, not per request: an upload of gigabytes streams for as long as it takes

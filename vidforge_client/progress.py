@@ -20,7 +20,7 @@ from typing import Protocol
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from serve_app.client.tasks import TaskState
+from vidforge_client.tasks import TaskState
 
 _HEAD = re.compile(r"^Rendering: (?P<percent>\d+)% \(frame (?P<done>\d+)/(?P<total>\d+)\)(?:, (?P<rest>.*))?$")
 _RATE = re.compile(r"(?P<fps>\d+(?:\.\d+)?) fps")

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import anyio
 import httpx2
 
-from serve_app.client.address import ServerAddress
-from serve_app.client.failures import ClientFailure, ExitCode, Refusal, credential_refused
+from vidforge_client.address import ServerAddress
+from vidforge_client.failures import ClientFailure, ExitCode, Refusal, credential_refused
 
 CHUNK_BYTES = 1024 * 1024
 VIDEO_URI_PREFIX = "vidforge://videos/"

@@ -11,11 +11,12 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from mcp_protocol.answers import ErrorEnvelope
 from mcp_protocol.domain import Phase
 from mcp_protocol.progress import PLACEMENT_PREFIX, RenderProgress
 from tests.harness import REPO
 from vidforge_client.address import BadServerUrl, ServerAddress
-from vidforge_client.failures import ClientFailure, ExitCode, Refusal, failure_of
+from vidforge_client.failures import ClientFailure, ExitCode, failure_of
 from vidforge_client.progress import ProgressFigures
 from vidforge_client.render import RenderOrder, default_output
 from vidforge_client.tasks import TaskCancelled, TaskEnded, TaskState
@@ -125,9 +126,9 @@ def test_the_error_envelope_is_read_on_both_carriers():
         "details": envelope["details"],
     }
     for body in ({"error": envelope}, {"jsonrpc": "2.0", "error": {"code": -32602, "message": "x", "data": renamed}}):
-        refusal = Refusal.in_body(body)
+        refusal = ErrorEnvelope.in_body(body)
         assert refusal is not None and refusal.text() == "Unsupported media: text, not video"
-    assert Refusal.in_body({"detail": "nothing of ours"}) is None
+    assert ErrorEnvelope.in_body({"detail": "nothing of ours"}) is None
 
 
 def test_the_client_imports_no_ray():

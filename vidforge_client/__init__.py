@@ -1,6 +1,6 @@
 """The `vidforge` client: render a file from the shell against a running vidforge server, and list one's assets,
 renders and webhook deliveries. It speaks MCP through the official `mcp` SDK and the plain-HTTP routes through httpx2
-(the SDK's own HTTP library).
+(the SDK's own HTTP library), and reads the server's answers into mcp_protocol's models (mcp_protocol.answers).
 
 A room of its own: it imports only mcp_protocol (the wire) and third-party libraries, never the server (serve_app),
 its actors, the media store, the kernels or Ray (pyproject.toml's import contracts hold it to that). The `vidforge`

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from enum import IntEnum
-from typing import Any
+from typing import TypeVar
 
 import httpx2
 from mcp.shared.exceptions import MCPError
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from vidforge_client.address import TOKEN_VARIABLE, ServerAddress
 from vidforge_client.tasks import TaskCancelled, TaskEnded
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 
 class ExitCode(IntEnum):
@@ -80,28 +82,15 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
         yield exc
 
 
-class Refusal(BaseModel):
-    """The contract's error envelope (§6) on either carrier: `code` and `message` (the file routes' `error`, a tool's
-    error result), or `machine_code` and `human_message` (a JSON-RPC error's `data`)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    code: str = Field(validation_alias=AliasChoices("code", "machine_code"))
-    message: str = Field(validation_alias=AliasChoices("message", "human_message"))
-    details: dict[str, Any] = {}
-
-    @classmethod
-    def in_body(cls, body: object) -> Refusal | None:
-        """The envelope an HTTP error body carries (`{"error": envelope}` or a JSON-RPC error), if any."""
-        error = body.get("error") if isinstance(body, dict) else None
-        for candidate in (error, error.get("data") if isinstance(error, dict) else None):
-            try:
-                return cls.model_validate(candidate)
-            except ValidationError:
-                continue
-        return None
-
-    def text(self) -> str:
-        """One line: what happened and why (the envelope's reason names the limit or the fix)."""
-        reason = self.details.get("reason")
-        return f"{self.message.rstrip('.')}: {reason}" if reason else self.message
+def read_as(model: type[AnswerT], body: object, what: str) -> AnswerT:
+    """The server's answer to `what` read into its model (mcp_protocol.answers); a ClientFailure of one line, naming
+    the first field that does not fit, when it is not that shape."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the body"
+        why = f"{where}: {first['msg']}".replace("\n", " ")
+        raise ClientFailure(
+            ExitCode.SERVER, f"the server's answer to {what} is not one this client reads ({why})"
+        ) from None

@@ -5,18 +5,24 @@ scripts. Times are shown in the local zone."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 
 import httpx2
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from mcp_protocol.answers import AssetItem, DeliveryItem, ListingPage, RenderItem
 from vidforge_client.address import ServerAddress
+from vidforge_client.failures import read_as
 from vidforge_client.transfers import Listed, ServerFiles
 
 PIPE_WIDTH = 240  # a table piped to a file or a pager is not cut to 80 columns
 TIMEOUT_S = 60.0
+
+ItemT = TypeVar("ItemT", bound=BaseModel)
 
 
 def local_time(iso: str | None) -> str:
@@ -33,98 +39,104 @@ def _stdout() -> Console:
 
 async def list_items(address: ServerAddress, listed: Listed, limit: int | None, as_json: bool) -> None:
     async with httpx2.AsyncClient(headers=address.headers, timeout=TIMEOUT_S) as http:
-        files = ServerFiles(http, address)
-        page = await files.listing(listed, limit)
+        body = await ServerFiles(http, address).listing(listed, limit)
     if as_json:
-        print(json.dumps({"items": page.items, "next_cursor": page.next_cursor}, indent=2))
+        print(json.dumps(body, indent=2))
         return
+    what = f"GET /{listed}"
+    if listed == "assets":
+        _show_page(read_as(ListingPage[AssetItem], body, what), assets_table)
+    elif listed == "renders":
+        _show_page(read_as(ListingPage[RenderItem], body, what), renders_table)
+    else:
+        _show_page(read_as(ListingPage[DeliveryItem], body, what), webhooks_table)
+
+
+def _show_page(page: ListingPage[ItemT], table: Callable[[list[ItemT]], Table]) -> None:
     console = _stdout()
-    tables = {"assets": assets_table, "renders": renders_table, "webhooks": webhooks_table}
-    console.print(tables[listed](page.items))
+    console.print(table(page.items))
     if page.next_cursor is not None:
         console.print(f"(the newest {len(page.items)}; more with --limit)", style="dim")
 
 
 async def show_render(address: ServerAddress, render_id: str, as_json: bool) -> None:
     async with httpx2.AsyncClient(headers=address.headers, timeout=TIMEOUT_S) as http:
-        item = await ServerFiles(http, address).render(render_id)
+        body = await ServerFiles(http, address).render(render_id)
     if as_json:
-        print(json.dumps(item, indent=2))
+        print(json.dumps(body, indent=2))
         return
-    _stdout().print(render_table(item))
+    _stdout().print(render_table(read_as(RenderItem, body, f"GET /renders/{render_id}")))
 
 
-def assets_table(items: list[dict[str, Any]]) -> Table:
+def assets_table(items: list[AssetItem]) -> Table:
     table = Table("asset", "kind", "file", "bytes", "uploaded", title=f"{len(items)} assets")
     for item in items:
-        table.add_row(
-            item["uri"], item["kind"], item["filename"], str(item["size_bytes"]), local_time(item["created_at"])
-        )
+        table.add_row(item.uri, item.kind, item.filename, str(item.size_bytes), local_time(item.created_at))
     return table
 
 
-def webhooks_table(items: list[dict[str, Any]]) -> Table:
+def webhooks_table(items: list[DeliveryItem]) -> Table:
     table = Table(
         "event", "render", "state", "attempts", "created", "next attempt", "last error", title=f"{len(items)} webhooks"
     )
     for item in items:
         table.add_row(
-            item["type"],
-            item["render_id"],
-            item["state"],
-            str(item["attempts"]),
-            local_time(item["created_at"]),
-            local_time(item.get("next_attempt_at")),
-            item.get("last_error") or "",
+            item.type,
+            item.render_id,
+            item.state,
+            str(item.attempts),
+            local_time(item.created_at),
+            local_time(item.next_attempt_at),
+            item.last_error or "",
         )
     return table
 
 
-def _output(item: dict[str, Any]) -> str:
-    request = item.get("request", {})
-    watermark = " + watermark" if request.get("watermark") else ""
-    return f"{request.get('resolution', '')} {request.get('output_format', '')}{watermark}".strip()
+def _output(item: RenderItem) -> str:
+    request = item.request
+    watermark = " + watermark" if request.watermark is not None else ""
+    return f"{request.resolution} {request.output_format}{watermark}".strip()
 
 
-def _outcome(item: dict[str, Any]) -> str:
-    if "video_uri" in item:
-        return str(item["video_uri"])
-    if item.get("error"):
-        return str(item["error"].get("code", ""))
+def _outcome(item: RenderItem) -> str:
+    if item.video_uri is not None:
+        return item.video_uri
+    if item.error is not None:
+        return item.error.code
     return ""
 
 
-def _progress(item: dict[str, Any]) -> str:
-    fraction = item.get("progress")
+def _progress(item: RenderItem) -> str:
+    fraction = item.progress
     return f"{int(fraction * 100)}%" if fraction is not None else ""
 
 
-def renders_table(items: list[dict[str, Any]]) -> Table:
+def renders_table(items: list[RenderItem]) -> Table:
     table = Table("render", "state", "progress", "created", "output", "video / error", title=f"{len(items)} renders")
     for item in items:
         table.add_row(
-            item["render_id"],
-            item["state"],
+            item.render_id,
+            item.state,
             _progress(item),
-            local_time(item.get("created_at")),
+            local_time(item.created_at),
             _output(item),
             _outcome(item),
         )
     return table
 
 
-def render_table(item: dict[str, Any]) -> Table:
-    table = Table("", "", show_header=False, title=item["render_id"])
+def render_table(item: RenderItem) -> Table:
+    table = Table("", "", show_header=False, title=item.render_id)
     rows = [
-        ("state", item["state"]),
+        ("state", item.state),
         ("progress", _progress(item)),
-        ("status", item.get("status_message", "")),
-        ("created", local_time(item.get("created_at"))),
-        ("source", item.get("request", {}).get("source_asset_uri", "")),
+        ("status", item.status_message),
+        ("created", local_time(item.created_at)),
+        ("source", item.request.source_asset_uri),
         ("output", _output(item)),
         ("video / error", _outcome(item)),
-        ("size", str(item["size_bytes"]) if "size_bytes" in item else ""),
-        ("expires", local_time(item.get("expires_at"))),
+        ("size", str(item.size_bytes) if item.size_bytes is not None else ""),
+        ("expires", local_time(item.expires_at)),
     ]
     for name, value in rows:
         if value:

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
@@ -26,10 +25,11 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitRequestURLParams, ElicitResult, Implementation
 
+from mcp_protocol.answers import ErrorEnvelope, RenderSucceeded
 from mcp_protocol.catalog import APPROVE_TOOL, RENDER_TOOL
-from mcp_protocol.domain import OutputFormat, Position, Resolution
+from mcp_protocol.domain import OutputFormat, Position, RenderRequest, Resolution, Watermark
 from vidforge_client.address import ServerAddress
-from vidforge_client.failures import ClientFailure, ExitCode, Refusal
+from vidforge_client.failures import ClientFailure, ExitCode, read_as
 from vidforge_client.interrupt import Interrupt
 from vidforge_client.progress import ProgressFigures, ProgressView
 from vidforge_client.tasks import ElicitParams, TasksExtension, TaskState
@@ -132,7 +132,7 @@ class RenderFollower:
         """`--approve`: approve through the approval tool, as the render's owner; False when the server refused."""
         result = await session.call_tool(APPROVE_TOOL, {"render_id": render_id, "approved": True})
         if result.is_error:
-            refusal = Refusal.in_body({"error": result.structured_content})
+            refusal = ErrorEnvelope.in_body({"error": result.structured_content})
             self.view.note(f"--approve was refused: {refusal.text() if refusal else 'no reason given'}")
             return False
         self.view.note("watermark approved (--approve)")
@@ -151,25 +151,27 @@ async def render(order: RenderOrder, address: ServerAddress, view: ProgressView,
         files = ServerFiles(http, address)
         await files.check()
         source = (await _upload(files, source_file, view)) if source_file else order.source
-        arguments: dict[str, Any] = {
-            "source_asset_uri": source,
-            "output_format": order.output_format,
-            "resolution": order.resolution,
-        }
+        watermark = None
         if order.watermark is not None:
             image = (await _upload(files, watermark_file, view)) if watermark_file else order.watermark
-            arguments["watermark"] = {"image_asset_uri": image, "position": order.position, "opacity": order.opacity}
+            watermark = Watermark(image_asset_uri=image, position=order.position, opacity=order.opacity)
+        request = RenderRequest(
+            source_asset_uri=source,
+            output_format=order.output_format,
+            resolution=order.resolution,
+            watermark=watermark,
+        )
         follower = RenderFollower(view, order.approve)
         with interrupt.cancels_task() as cancel:
-            result = await _call_as_task(address, http, follower, cancel, arguments)
+            result = await _call_as_task(address, http, follower, cancel, request)
         render_id = follower.task_id or "the render"
         if result.is_error or not isinstance(result.structured_content, dict):
-            refusal = Refusal.in_body({"error": result.structured_content})
+            refusal = ErrorEnvelope.in_body({"error": result.structured_content})
             why = f"{refusal.code}: {refusal.text()}" if refusal else str(result.content)
             raise ClientFailure(ExitCode.FAILED, f"{render_id} failed: {why}")
-        done = result.structured_content
-        size = await files.download(done["video_uri"], out)
-    return RenderedVideo(render_id, done["video_uri"], out, size, done["duration_seconds"])
+        done = read_as(RenderSucceeded, result.structured_content, f"{RENDER_TOOL} ({render_id})")
+        size = await files.download(done.video_uri, out)
+    return RenderedVideo(render_id, done.video_uri, out, size, done.duration_seconds)
 
 
 async def _upload(files: ServerFiles, path: Path, view: ProgressView) -> str:
@@ -182,7 +184,7 @@ async def _call_as_task(
     http: httpx2.AsyncClient,
     follower: RenderFollower,
     cancel: anyio.Event,
-    arguments: dict[str, Any],
+    request: RenderRequest,
 ) -> CallToolResult:
     tasks = TasksExtension(follower, cancel)
     transport = streamable_http_client(address.mcp_url, http_client=http)
@@ -190,4 +192,4 @@ async def _call_as_task(
     async with Client(
         transport, extensions=[tasks], elicitation_callback=tasks.elicitation_callback, client_info=client_info
     ) as client:
-        return await client.call_tool(RENDER_TOOL, arguments)
+        return await client.call_tool(RENDER_TOOL, request.arguments())

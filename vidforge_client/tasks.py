@@ -28,11 +28,12 @@ from mcp_types import (
     ElicitRequestURLParams,
     ElicitResult,
     EmptyResult,
+    ErrorData,
     Request,
     RequestParams,
     Result,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 DEFAULT_POLL_INTERVAL_MS = 1000  # for a task answer that gives none (ext-tasks makes pollIntervalMs optional)
@@ -51,15 +52,23 @@ class CreatedTask(Result):
 
 
 class InputRequest(BaseModel):
-    """One entry of a task's `inputRequests`: a server-to-client request the task waits on."""
+    """One entry of a task's `inputRequests`: a server-to-client request the task waits on (an
+    `elicitation/create`: the watermark approval is one)."""
 
     method: str
-    params: dict[str, Any]
+    params: ElicitParams  # in the mode the server chose: `url`, else a form
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _in_its_mode(cls, params: object) -> object:
+        if isinstance(params, dict):
+            mode = ElicitRequestURLParams if params.get("mode") == "url" else ElicitRequestFormParams
+            return mode.model_validate(params)
+        return params
 
     def elicitation(self) -> ElicitParams:
-        """The `elicitation/create` params, in the mode the server chose (the watermark approval is one)."""
-        mode = ElicitRequestURLParams if self.params.get("mode") == "url" else ElicitRequestFormParams
-        return mode.model_validate(self.params)
+        """The `elicitation/create` params."""
+        return self.params
 
 
 class TaskState(Result):
@@ -70,13 +79,13 @@ class TaskState(Result):
     status_message: str | None = None
     poll_interval_ms: int | None = None
     input_requests: dict[str, InputRequest] | None = None
-    result: dict[str, Any] | None = None  # when completed: the tool's CallToolResult
-    error: dict[str, Any] | None = None  # when failed: the JSON-RPC error
+    result: CallToolResult | None = None  # when completed: the tool's result
+    error: ErrorData | None = None  # when failed: the JSON-RPC error
 
 
 class TaskParams(RequestParams):
     task_id: str
-    input_responses: dict[str, Any] | None = None
+    input_responses: dict[str, ElicitResult] | None = None  # tasks/update: the answers, by input request
 
 
 class TaskRequest(Request[TaskParams, str]):  # tasks/get, tasks/update, tasks/cancel
@@ -87,7 +96,8 @@ class TaskEnded(Exception):
     """The task ended without a result: `failed` (a JSON-RPC error) or `cancelled` (not by this client)."""
 
     def __init__(self, state: TaskState) -> None:
-        super().__init__(f"task {state.task_id} {state.status}: {state.error or state.status_message}")
+        why = state.error.message if state.error is not None else state.status_message
+        super().__init__(f"task {state.task_id} {state.status}: {why}")
         self.state = state
 
 
@@ -135,7 +145,9 @@ class TasksExtension(ClientExtension):
             state = await _send(ctx.session, "tasks/get", TaskParams(task_id=task_id), TaskState)
             self.follower.polled(state)
             if state.status == "completed":
-                return CallToolResult.model_validate(state.result)
+                if state.result is None:
+                    raise ValueError(f"task {task_id} completed without its result")
+                return state.result
             if state.status in ("failed", "cancelled"):
                 raise TaskEnded(state)
             interval_ms = state.poll_interval_ms or interval_ms
@@ -148,11 +160,11 @@ class TasksExtension(ClientExtension):
                 await self.cancel.wait()
 
     async def _answer(self, session: ClientSession, state: TaskState, requests: dict[str, InputRequest]) -> None:
-        answers = {}
+        answers: dict[str, ElicitResult] = {}
         for key, request in requests.items():
             answer = await self.follower.answer(state, request.elicitation(), session)
             if answer is not None:
-                answers[key] = answer.model_dump(by_alias=True, exclude_none=True)
+                answers[key] = answer  # sent as the SDK sends every request: by alias, without nulls
         if answers:
             update = TaskParams(task_id=state.task_id, input_responses=answers)
             await _send(session, "tasks/update", update, EmptyResult)

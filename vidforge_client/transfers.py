@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import httpx2
 
+from mcp_protocol.answers import ErrorEnvelope, UploadedAsset
 from vidforge_client.address import ServerAddress
-from vidforge_client.failures import ClientFailure, ExitCode, Refusal, credential_refused
+from vidforge_client.failures import ClientFailure, ExitCode, credential_refused, read_as
 
 CHUNK_BYTES = 1024 * 1024
 VIDEO_URI_PREFIX = "vidforge://videos/"
@@ -26,19 +26,6 @@ VIDEO_URI_PREFIX = "vidforge://videos/"
 REFUSED_FILE = (413, 415, 422)
 
 Listed = Literal["assets", "renders", "webhooks"]
-
-
-@dataclass(frozen=True)
-class Uploaded:
-    uri: str  # vidforge://assets/<id>
-    kind: str  # "video" | "image"
-    size_bytes: int
-
-
-@dataclass(frozen=True)
-class ListingPage:
-    items: list[dict[str, Any]]
-    next_cursor: str | None  # None: the last page
 
 
 class ServerFiles:
@@ -51,7 +38,7 @@ class ServerFiles:
         credential (ClientFailure otherwise)."""
         self._check(await self.http.get(f"{self.address.base_url}/healthz"), "the health check")
 
-    async def upload(self, path: Path) -> Uploaded:
+    async def upload(self, path: Path) -> UploadedAsset:
         """Store a local video or image as an asset of the caller."""
         size = path.stat().st_size
         response = await self.http.post(
@@ -61,11 +48,11 @@ class ServerFiles:
             headers={"Content-Length": str(size)},
         )
         if response.status_code in REFUSED_FILE:
-            refusal = Refusal.in_body(_json(response))
+            refusal = ErrorEnvelope.in_body(_json(response))
             why = refusal.text() if refusal else f"HTTP {response.status_code}"
             raise ClientFailure(ExitCode.USAGE, f"the server refused {path}: {why}")
-        body = self._check(response, f"the upload of {path}")
-        return Uploaded(body["uri"], body["kind"], body["size_bytes"])
+        what = f"the upload of {path}"
+        return read_as(UploadedAsset, self._check(response, what), what)
 
     async def download(self, video_uri: str, out: Path) -> int:
         """Stream the finished video (`vidforge://videos/<render_id>/final.<ext>`) to `out`; returns its size."""
@@ -86,29 +73,29 @@ class ServerFiles:
             partial.unlink(missing_ok=True)
         return out.stat().st_size
 
-    async def listing(self, listed: Listed, limit: int | None = None, cursor: str | None = None) -> ListingPage:
-        """A page of the caller's own assets, renders or webhook deliveries, newest first."""
+    async def listing(self, listed: Listed, limit: int | None = None, cursor: str | None = None) -> object:
+        """A page of the caller's own assets, renders or webhook deliveries, newest first: the JSON the server
+        answered (`{"items": [...], "next_cursor": ...}`, which mcp_protocol.answers.ListingPage reads)."""
         params = {name: value for name, value in (("limit", limit), ("cursor", cursor)) if value is not None}
-        body = self._check(await self.http.get(f"{self.address.base_url}/{listed}", params=params), f"GET /{listed}")
-        return ListingPage(body["items"], body["next_cursor"])
+        return self._check(await self.http.get(f"{self.address.base_url}/{listed}", params=params), f"GET /{listed}")
 
-    async def render(self, render_id: str) -> dict[str, Any]:
-        """One of the caller's renders, as `GET /renders` lists it."""
+    async def render(self, render_id: str) -> object:
+        """One of the caller's renders, as `GET /renders` lists it: the JSON the server answered (which
+        mcp_protocol.answers.RenderItem reads)."""
         response = await self.http.get(f"{self.address.base_url}/renders/{render_id}")
         if response.status_code == 404:
             raise ClientFailure(
                 ExitCode.USAGE, f"no render {render_id} for this token (`vidforge renders list` shows yours)"
             )
-        render: dict[str, Any] = self._check(response, f"GET /renders/{render_id}")
-        return render
+        return self._check(response, f"GET /renders/{render_id}")
 
-    def _check(self, response: httpx2.Response, what: str) -> Any:
-        """The response's JSON body; ClientFailure for a refusal."""
+    def _check(self, response: httpx2.Response, what: str) -> object:
+        """The response's JSON body (None when it is not JSON); ClientFailure for a refusal."""
         status = response.status_code
         if status in (401, 403):
             raise credential_refused(self.address, status)
         if status >= 400:
-            refusal = Refusal.in_body(_json(response))
+            refusal = ErrorEnvelope.in_body(_json(response))
             why = refusal.text() if refusal else f"HTTP {status}"
             busy = (
                 " (the server is busy or its storage is unavailable; try again shortly)" if status in (429, 503) else ""
@@ -117,11 +104,12 @@ class ServerFiles:
         return _json(response)
 
 
-def _json(response: httpx2.Response) -> Any:
+def _json(response: httpx2.Response) -> object:
     try:
-        return response.json()
+        body: object = response.json()
     except ValueError:
         return None
+    return body
 
 
 async def _chunks(path: Path) -> AsyncIterator[bytes]:

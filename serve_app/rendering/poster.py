@@ -15,6 +15,7 @@ import io
 from collections.abc import Iterator
 
 import av
+from PIL import Image
 
 POSTER_AT = 1 / 3  # of the duration, as the watermark preview: past any intro, well before the credits
 POSTER_WINDOW = (1 / 6, 1 / 2)  # of the duration: where a keyframe may stand in for the frame at POSTER_AT
@@ -37,7 +38,7 @@ def poster_jpeg(path: str) -> bytes:
             shown = _frame_at(container, stream, duration_s * POSTER_AT)
     if shown is None:
         raise ValueError(f"{path} has no video frame to make a poster of")
-    image = shown.to_image()
+    image = Image.fromarray(shown.to_ndarray(format="rgb24"))  # what PyAV's untyped `to_image` makes
     image.thumbnail(POSTER_BOX)
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=JPEG_QUALITY)

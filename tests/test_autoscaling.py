@@ -41,7 +41,9 @@ from render_kernels import RenderSpec, probe
 from serve_app.config import Config
 from serve_app.launch.job_env import job_runtime_env
 from serve_app.rendering.autoscaling import ElasticCluster, ResourceDemand
-from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRun
+from serve_app.rendering.render_driver import RenderRun
+from serve_app.rendering.render_job import RenderJob
+from serve_app.rendering.render_pool import RenderPool
 from serve_app.rendering.scheduling import SegmentScheduler
 from tests.autoscaling_cluster import HEAD_IP, FakeAutoscalingCluster, cpu_worker, gpu_worker
 from tests.harness import wait_until

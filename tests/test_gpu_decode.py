@@ -29,8 +29,9 @@ from render_kernels import (
 )
 from render_kernels.decoders import NVDEC_DECODERS, nvdec_refusal, select_video_decoder
 from render_kernels.encoders import choose_video_encoder, segment_threads
-from serve_app.rendering.render_driver import RenderJob, run_render
-from serve_app.rendering.render_tasks import choose_codecs
+from serve_app.rendering.render_driver import run_render
+from serve_app.rendering.render_job import RenderJob
+from serve_app.rendering.render_tasks import CodecsTask, choose_codecs
 
 FPS = 10
 SECONDS = 6.0
@@ -117,7 +118,7 @@ def test_segments_decode_as_chosen_here_with_the_software_paths_frames(clip, tmp
     assert (info.video_codec, info.pixel_format) == ("h264", "yuv420p")  # NVDEC's kind of source
     assert len(plan_segments(info, 3, SEGMENT_S)) == 3, "three segments, or the seeks go untested"
     software = RenderSpec("mp4", "720p", video_encoder=choose_video_encoder("mp4"))
-    chosen = choose_codecs(RenderSpec("mp4", "720p"), info)
+    chosen = choose_codecs(CodecsTask(RenderSpec("mp4", "720p"), info))
     assert chosen.video_encoder == software.video_encoder and chosen.video_decoder == choose_video_decoder(info)
 
     for name, spec in (("software", software), ("chosen", chosen)):

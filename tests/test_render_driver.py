@@ -35,9 +35,11 @@ from render_kernels.plan import MIN_SEGMENT_S
 from serve_app.config import Config
 from serve_app.media.assets import AssetStore
 from serve_app.media.media_probe import parse_isolated
-from serve_app.rendering import render_driver, render_tasks
-from serve_app.rendering.render_driver import RenderJob, RenderRejected, RenderRun, run_render
-from serve_app.rendering.render_tasks import FrameTally
+from serve_app.rendering import approval_gate, render_plan, render_tasks, task_calls
+from serve_app.rendering.render_driver import RenderRun, run_render
+from serve_app.rendering.render_job import RenderJob, RenderRejected
+from serve_app.rendering.render_pool import RenderPool
+from serve_app.rendering.render_tasks import FrameTally, SegmentTask
 from serve_app.rendering.supervisor import render_job
 
 pytestmark = pytest.mark.ray
@@ -152,8 +154,8 @@ def test_a_render_from_the_uploads_facts_needs_no_probe_and_makes_the_same_file(
         parses.append(args[1].__name__)
         return await parse_isolated(*args)
 
-    monkeypatch.setattr(render_driver, "parse_isolated", counted)
-    monkeypatch.setattr(render_driver, "STILL_START_WAIT_S", DEADLINE_S)  # a loaded machine may start them late
+    monkeypatch.setattr(render_plan, "parse_isolated", counted)
+    monkeypatch.setattr(approval_gate, "STILL_START_WAIT_S", DEADLINE_S)  # a loaded machine may start them late
     probed_job = clean[3][0]
     frame_path = str(tmp_path / "source-frame.png")
     job = replace(job_for(media, tmp_path), source_info=probe(media[0]), source_frame_path=frame_path)
@@ -237,7 +239,8 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     the report can only have come from inside the running task, however fast or slow the machine is."""
     seen_mid = str(tmp_path / "driver-saw-a-mid-segment-count")
 
-    def pauses_midway(source_path, segment, spec, info, tally, stills=()):
+    def pauses_midway(task: SegmentTask):
+        segment, tally = task.segment, task.tally
         forward = render_tasks.reporter(tally, segment.index, segment.frame_count)
 
         def on_frame(frames_done):
@@ -249,7 +252,7 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
                     assert time.monotonic() < deadline, "the driver never reported a mid-segment count"
                     time.sleep(0.05)
 
-        encoded = encode_segment(source_path, segment, spec, info, on_frame)
+        encoded = encode_segment(task.source, segment, task.spec, task.info, on_frame)
         return render_tasks.SegmentSummary.of(encoded), encoded
 
     class Watching(Hooks):
@@ -259,7 +262,7 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
                 open(seen_mid, "w").close()
 
     monkeypatch.setattr(
-        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(pauses_midway)
+        task_calls, "segment_task", task_calls.RemoteTask(pauses_midway, num_returns=2, **task_calls.TASK_OPTIONS)
     )
     job = short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "out" / "final.mp4"), workers=1)
     hooks = Watching()
@@ -276,12 +279,12 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
     """As many segments as CPUs: one encoder thread each (a second only costs CPU); one segment on two CPUs: two
     threads. Fixed in the spec every segment (and a retry of it) gets, so the bytes do not depend on the node."""
 
-    def records_threads(source_path, segment, spec, info, tally, stills=()):
-        Path(tmp_path, f"threads-{segment.index}").write_text(str(spec.segment_threads))
-        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
+    def records_threads(task: SegmentTask):
+        Path(tmp_path, f"threads-{task.segment.index}").write_text(str(task.spec.segment_threads))
+        return render_tasks.encode_segment_parts(task)
 
     monkeypatch.setattr(
-        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(records_threads)
+        task_calls, "segment_task", task_calls.RemoteTask(records_threads, num_returns=2, **task_calls.TASK_OPTIONS)
     )
     job = short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=workers)
     run = RenderRun(job, Hooks())
@@ -294,20 +297,21 @@ def test_segments_encode_with_the_threads_their_plan_leaves_them(
 def test_segment_worker_death_is_retried_to_identical_bytes(clean, media, tmp_path, monkeypatch):
     marker = str(tmp_path / "died-once")
 
-    def dies_midway_on_first_attempt(source_path, segment, spec, info, tally, stills=()):
+    def dies_midway_on_first_attempt(task: SegmentTask):
+        segment = task.segment
         if segment.index == 1 and not os.path.exists(marker):
 
             def die_at_half(frames_done):
                 if frames_done == segment.frame_count // 2:
-                    ray.get(tally.report(segment.index, frames_done))  # these frames surely counted
+                    ray.get(task.tally.report(segment.index, frames_done))  # these frames surely counted
                     open(marker, "w").close()
                     os._exit(1)  # the worker process dies: Ray's max_retries, not an exception retry
 
-            encode_segment(source_path, segment, spec, info, die_at_half)
-        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
+            encode_segment(task.source, segment, task.spec, task.info, die_at_half)
+        return render_tasks.encode_segment_parts(task)
 
-    faulty = ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(dies_midway_on_first_attempt)
-    monkeypatch.setattr(render_driver, "segment_task", faulty)
+    faulty = task_calls.RemoteTask(dies_midway_on_first_attempt, num_returns=2, **task_calls.TASK_OPTIONS)
+    monkeypatch.setattr(task_calls, "segment_task", faulty)
     job = job_for(media, tmp_path / "out")
     hooks = Hooks()
     stats = render(job, hooks)
@@ -329,7 +333,7 @@ async def test_cancel_mid_render_stops_tasks_and_leaves_no_output(cluster, media
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, DEADLINE_S)
-    assert time.monotonic() - started < render_driver.CANCEL_WAIT_S + 20  # bounded, however long approval takes
+    assert time.monotonic() - started < task_calls.CANCEL_WAIT_S + 20  # bounded, however long approval takes
     assert os.listdir(tmp_path / "out") == ["preview.png"]  # no output, no staging leftovers
     wait_until(all_cpus_free, "the cancelled segment tasks to release their CPUs")
 
@@ -378,17 +382,17 @@ def hold_segments_until_the_gate(monkeypatch, tmp_path) -> tuple[Path, Path]:
     held = tmp_path / "held"
     held.mkdir()
 
-    def waits_for_the_gate(source_path, segment, spec, info, tally, stills=()):
+    def waits_for_the_gate(task: SegmentTask):
         if not gate.exists():
-            (held / str(segment.index)).touch()
+            (held / str(task.segment.index)).touch()
             deadline = time.monotonic() + DEADLINE_S
             while not gate.exists():
                 assert time.monotonic() < deadline, "the gate never opened"
                 time.sleep(0.05)
-        return render_tasks.encode_segment_parts(source_path, segment, spec, info, tally, stills)
+        return render_tasks.encode_segment_parts(task)
 
     monkeypatch.setattr(
-        render_driver, "segment_task", ray.remote(num_returns=2, **render_driver.TASK_OPTIONS)(waits_for_the_gate)
+        task_calls, "segment_task", task_calls.RemoteTask(waits_for_the_gate, num_returns=2, **task_calls.TASK_OPTIONS)
     )
     return gate, held
 
@@ -403,7 +407,7 @@ async def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_clust
     render is cut in two, one segment per CPU, busy or not (the queue gives out the turns): the last render of a
     batch then takes both CPUs. Each gets one encoder thread (every CPU has a segment), so all make the same frames."""
     gate, held = hold_segments_until_the_gate(monkeypatch, tmp_path)
-    pool = render_driver.RenderPool()
+    pool = RenderPool()
 
     class Queued(Hooks):
         """Its `queued` event fires at the first rendering report, right after which the render's tasks are
@@ -418,11 +422,11 @@ async def test_renders_share_the_cpus_fairly_and_each_is_cut_for_the_whole_clust
             if report.phase == "rendering":
                 self.queued.set()
 
-    def run_for(name: str, principal: str) -> render_driver.RenderRun:
+    def run_for(name: str, principal: str) -> RenderRun:
         job = short_clip_job(
             media[0], RenderSpec("mp4", "720p"), str(tmp_path / name / "final.mp4"), principal=principal
         )
-        return render_driver.RenderRun(job, Queued(), pool)
+        return RenderRun(job, Queued(), pool)
 
     runs = {"a1": run_for("a1", "a"), "a2": run_for("a2", "a"), "a3": run_for("a3", "a"), "b1": run_for("b1", "b")}
     try:
@@ -462,8 +466,8 @@ async def test_a_render_queued_behind_others_has_its_preview_made_by_a_task_mean
     keep its reviewer waiting for its turn: past STILL_START_WAIT_S a picture task makes the preview and the
     source's first frame, the same pictures the segments would have."""
     gate, held = hold_segments_until_the_gate(monkeypatch, tmp_path)
-    monkeypatch.setattr(render_driver, "STILL_START_WAIT_S", 0.5)
-    pool = render_driver.RenderPool()
+    monkeypatch.setattr(approval_gate, "STILL_START_WAIT_S", 0.5)
+    pool = RenderPool()
     info = probe(media[0])
     first = short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "first" / "final.mp4"), workers=2)
     frame_path = str(tmp_path / "source-frame.png")

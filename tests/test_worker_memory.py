@@ -22,7 +22,7 @@ import ray
 
 from render_kernels import RenderSpec, plan_segments, probe
 from serve_app.rendering import render_tasks
-from serve_app.rendering.render_tasks import FrameTally, TallyRef
+from serve_app.rendering.render_tasks import FrameTally, SegmentTask, TallyRef
 from tests.harness import REPO
 from tests.media import make_clip
 
@@ -88,7 +88,9 @@ def test_a_segment_task_leaves_its_worker_handing_freed_frames_back(cluster, tmp
     def segment_then_check(source: str, tally: TallyRef) -> tuple[int, bool]:
         info = probe(source)
         segment = plan_segments(info, 1)[0]
-        summary, _ = render_tasks.encode_segment_parts(source, segment, RenderSpec("mp4", "720p"), info, tally)
+        summary, _ = render_tasks.encode_segment_parts(
+            SegmentTask(source, segment, RenderSpec("mp4", "720p"), info, tally)
+        )
         namespace: dict = {}
         exec(CHECK, namespace)
         return summary.frame_count, namespace["a_freed_block_is_mapped_again"]()

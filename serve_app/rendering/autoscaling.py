@@ -7,7 +7,7 @@ pending task and a queue of 100 renders runs on the node that is up. With `VIDFO
 
 - `AutoscalerView`: the worker node types the autoscaler may start, read from the cluster config it runs from (the
   one `ray up` writes to the head as ~/ray_bootstrap_config.yaml): how many CPUs the workers can grow to, and whether
-  a GPU node type is offered (the GPU path may then wait for one; serve_app.rendering.render_driver).
+  a GPU node type is offered (the GPU path may then wait for one; serve_app.rendering.render_plan).
 - `ResourceDemand`: one bundle per task queued or running (`{"CPU": 1}`, or with its GPU share), principals taken in
   turn, each capped at `VIDFORGE_MAX_PRINCIPAL_CPUS` and all together at `VIDFORGE_MAX_CLUSTER_CPUS` (0: the
   autoscaler's own max). Running tasks count too: a standing request asks that the cluster's total resources fit the

@@ -1,8 +1,12 @@
-"""What a render runs inside Ray workers: the segment, audio, picture and mux task bodies and the progress tally.
+"""What a render runs inside Ray workers: the segment, audio, picture, codec, mux and warm-up task bodies, each with
+the typed arguments it takes (`SegmentTask`, ...; serve_app.rendering.task_calls submits them), and the progress
+tally the tasks report to.
 
 Kept apart from the driver, and free of the MCP SDK and the rest of serve_app: a worker imports the module of
 every function it runs, and a worker process started for a render (the pool growing, a worker replaced after a
-crash) would otherwise import the whole server, a second and a half of CPU per process.
+crash) would otherwise import the whole server, a second and a half of CPU per process. For the same reason a
+task calls back its host actor (`TaskHost`) here, through `call_host`, and not through actors.actor_calls: importing
+that package loads the task registry and its stores (~200 modules) into every render worker.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import ctypes.util
 import math
 import os
 import time
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
 import ray
 
@@ -51,6 +56,9 @@ M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 # keeps the small and mid-sized allocations (packets, audio frames, Python's) in the heaps, where they are cheaper.
 MMAP_THRESHOLD = 256 * 1024
 _heap_bounded = False
+
+P = ParamSpec("P")
+T_co = TypeVar("T_co", covariant=True)
 
 
 def progress_interval_s(poll_interval_ms: int) -> float:
@@ -130,11 +138,48 @@ class FrameTally:
         return self.stills.get(run)
 
 
+class TaskHost(Protocol):
+    """What a render's tasks call back on the actor their pool lives in: the render supervisor (mypy checks its class
+    against this), or for a pool outside any actor its own FrameTally actor, which serves the two reports."""
+
+    async def report_frames(self, run: str, index: int, frames_done: int) -> None: ...
+    async def report_still(self, run: str, name: str, png: bytes) -> None: ...
+    async def warm_arrived(self, round_id: str) -> None: ...
+
+
+def call_host(
+    host: Any, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, None]], *args: P.args, **kwargs: P.kwargs
+) -> ray.ObjectRef:
+    """Call `method` (a `TaskHost` method, whose signature mypy checks here) on the actor handle `host`, from a task;
+    returns the call's reference, for a task that must wait for it (`ray.get`). See the module docstring for why
+    this is not actors.actor_calls."""
+    return getattr(host, method.__name__).remote(*args, **kwargs)
+
+
+class TaskRef(Generic[T_co]):
+    """One return of a started task: its Ray reference (to hand on to another task, wait on or cancel) and the type
+    of its value. Awaiting it gives the value; a kernel's exception is raised as itself, not as Ray's wrapper."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: ray.ObjectRef) -> None:
+        self.ref = ref
+
+    def __await__(self) -> Generator[Any, None, T_co]:
+        return self._value().__await__()
+
+    async def _value(self) -> T_co:
+        try:
+            return cast(T_co, await self.ref)
+        except ray.exceptions.RayTaskError as err:
+            raise err.cause from err
+
+
 @dataclass(frozen=True)
 class TallyRef:
     """Where one run's tasks report: an actor serving `report_frames` into the pool's FrameTally (the tally itself,
-    or the actor holding it), the run's key, the index its mux task reports under (after the segments') and how
-    often the tasks report (picklable)."""
+    or the actor holding it, a `TaskHost`), the run's key, the index its mux task reports under (after the
+    segments') and how often the tasks report (picklable)."""
 
     actor: Any
     run: str
@@ -142,19 +187,19 @@ class TallyRef:
     interval_s: float
 
     def report(self, index: int, frames_done: int) -> ray.ObjectRef:
-        return self.actor.report_frames.remote(self.run, index, frames_done)
+        return call_host(self.actor, TaskHost.report_frames, self.run, index, frames_done)
 
     def report_still(self, name: str, png: bytes) -> None:
         """Hand a still over and wait until it is held: a segment that has ended has delivered its stills, so a
         driver that sees a carrier end without them knows they are not coming. Best effort: a lost tally only
         leaves the stills to the driver's picture task."""
         try:
-            ray.get(self.actor.report_still.remote(self.run, name, png))
+            ray.get(call_host(self.actor, TaskHost.report_still, self.run, name, png))
         except ray.exceptions.RayActorError:
             pass
 
 
-def reporter(tally: TallyRef, index: int, total: int):
+def reporter(tally: TallyRef, index: int, total: int) -> Callable[[int], None]:
     """A kernel's per-frame callback for the task reporting under `index`, which does `total` frames: passes the
     count on to the tally at its first frame (a render shows it is under way as soon as it is), then at most every
     `tally.interval_s` of the time passing in this worker, and at its last frame. Fire-and-forget: a lost report
@@ -170,11 +215,20 @@ def reporter(tally: TallyRef, index: int, total: int):
     return on_frame
 
 
-def choose_codecs(spec: RenderSpec, info: SourceInfo) -> RenderSpec:
-    """`spec` with its video encoder (when unset) and decoder chosen on this node: the driver runs it on a GPU node,
-    both choices on the same one."""
+@dataclass(frozen=True)
+class CodecsTask:
+    """What `choose_codecs` is given: the render's spec and its source's facts."""
+
+    spec: RenderSpec
+    info: SourceInfo
+
+
+def choose_codecs(task: CodecsTask) -> RenderSpec:
+    """The task's spec with its video encoder (when unset) and decoder chosen on this node: the driver runs it on a
+    GPU node, both choices on the same one."""
+    spec = task.spec
     encoder = spec.video_encoder or choose_video_encoder(spec.output_format)
-    return replace(spec, video_encoder=encoder, video_decoder=spec.video_decoder or choose_video_decoder(info))
+    return replace(spec, video_encoder=encoder, video_decoder=spec.video_decoder or choose_video_decoder(task.info))
 
 
 def attempt_number() -> int:
@@ -211,86 +265,125 @@ class AudioSummary:
     attempt: int  # the worker losses it went through (attempt_number)
 
 
-def encode_segment_parts(
-    source_path: Media,
-    segment: Segment,
-    spec: RenderSpec,
-    info: SourceInfo,
-    tally: TallyRef,
-    stills: tuple[Still, ...] = (),
-) -> tuple[SegmentSummary, EncodedSegment]:
-    """`encode_segment` as (summary, segment), reporting live to `tally`, its stills included; see module
-    docstring."""
+@dataclass(frozen=True)
+class SegmentTask:
+    """What `encode_segment_parts` is given: one segment of the source to encode to `spec`, where to report its
+    frames, and the stills it makes as it passes their frames."""
+
+    source: Media
+    segment: Segment
+    spec: RenderSpec
+    info: SourceInfo
+    tally: TallyRef
+    stills: tuple[Still, ...] = ()
+
+
+def encode_segment_parts(task: SegmentTask) -> tuple[SegmentSummary, EncodedSegment]:
+    """`encode_segment` as (summary, segment), reporting live to the task's tally, its stills included; see
+    serve_app.rendering.task_calls."""
     bound_heap()
+    segment, tally = task.segment, task.tally
     try:
         on_frame = reporter(tally, segment.index, segment.frame_count)
-        encoded = encode_segment(source_path, segment, spec, info, on_frame, stills, tally.report_still)
+        encoded = encode_segment(task.source, segment, task.spec, task.info, on_frame, task.stills, tally.report_still)
     finally:
         release_freed_memory()
     return SegmentSummary.of(encoded), encoded
 
 
-def encode_audio_parts(source_path: Media, output_format: str) -> tuple[AudioSummary, EncodedAudio | None]:
-    """`encode_audio` as (summary, audio): the driver awaits the summary only (see module docstring)."""
+@dataclass(frozen=True)
+class AudioTask:
+    """What `encode_audio_parts` is given: the source whose audio to encode for `output_format`."""
+
+    source: Media
+    output_format: str
+
+
+def encode_audio_parts(task: AudioTask) -> tuple[AudioSummary, EncodedAudio | None]:
+    """`encode_audio` as (summary, audio): the driver awaits the summary only (see serve_app.rendering.task_calls)."""
     bound_heap()
     try:
-        audio = encode_audio(source_path, output_format)
+        audio = encode_audio(task.source, task.output_format)
     finally:
         release_freed_memory()
     return AudioSummary(audio.stats if audio is not None else None, attempt_number()), audio
 
 
-def render_pictures(source_path: Media, info: SourceInfo, wanted: list[tuple[RenderSpec, float]]) -> list[bytes]:
-    """`render_preview` of each (spec, at) in `wanted`, in turn, in one task (the driver's approval gate: the
+@dataclass(frozen=True)
+class PicturesTask:
+    """What `render_pictures` is given: the source, and each picture wanted as (spec, at) as render_preview takes
+    them."""
+
+    source: Media
+    info: SourceInfo
+    wanted: tuple[tuple[RenderSpec, float], ...]
+
+
+def render_pictures(task: PicturesTask) -> list[bytes]:
+    """`render_preview` of each (spec, at) the task wants, in turn, in one task (the driver's approval gate: the
     watermark preview and the source's first frame)."""
     bound_heap()
     try:
-        return [render_preview(source_path, info, spec, at) for spec, at in wanted]
+        return [render_preview(task.source, task.info, spec, at) for spec, at in task.wanted]
     finally:
         release_freed_memory()
 
 
-def mux_stored_segments(
-    audio: EncodedAudio | None,
-    output_format: str,
-    media: MediaStore,
-    out_path: str,
-    info: SourceInfo,
-    segment_refs: list[ray.ObjectRef],
-    tally: TallyRef,
-    poster_path: str | None = None,
-) -> MuxStats:
-    """`mux_segments` fetching the segments one at a time: refs inside a list are not resolved by Ray before the
-    task starts, so each is read from the object store only when the mux reaches it. The file is made in a
-    staging folder on this node and then handed to the store under `out_path` (a rename, or a multipart
-    upload). Reports the frames written to `tally` as the segments' tasks do theirs, the last one as the file is
-    finished and stored. With `poster_path`, a frame of the file goes there as a JPEG first (serve_app.rendering.poster),
-    so that the poster is in the store whenever the video is."""
+@dataclass(frozen=True)
+class MuxTask:
+    """What `mux_stored_segments` is given besides the audio: the segments (references, each fetched when the mux
+    reaches it), the output's format and facts, where the file and its poster go, and where to report."""
+
+    output_format: str
+    media: MediaStore
+    out_path: str
+    info: SourceInfo
+    segments: tuple[TaskRef[EncodedSegment], ...]
+    tally: TallyRef
+    poster_path: str | None = None
+
+
+def mux_stored_segments(task: MuxTask, audio: EncodedAudio | None) -> MuxStats:
+    """`mux_segments` fetching the segments one at a time: references inside an argument are not resolved by Ray
+    before the task starts, so each is read from the object store only when the mux reaches it (the audio, a
+    top-level argument, is). The file is made in a staging folder on this node and then handed to the store under
+    `out_path` (a rename, or a multipart upload). Reports the frames written to the tally as the segments' tasks do
+    theirs, the last one as the file is finished and stored. With `poster_path`, a frame of the file goes there as a
+    JPEG first (serve_app.rendering.poster), so that the poster is in the store whenever the video is."""
     bound_heap()
-    on_frame = reporter(tally, tally.mux_index, info.frame_count)
+    media, out_path, tally = task.media, task.out_path, task.tally
+    on_frame = reporter(tally, tally.mux_index, task.info.frame_count)
     try:
         with media.staged(out_path) as staged:
-            segments = (ray.get(ref) for ref in segment_refs)
-            stats = mux_segments(segments, audio, output_format, staged, info.fps, on_frame)
-            if poster_path is not None:
+            segments: Iterator[EncodedSegment] = (ray.get(segment.ref) for segment in task.segments)
+            stats = mux_segments(segments, audio, task.output_format, staged, task.info.fps, on_frame)
+            if task.poster_path is not None:
                 # Here, not at the top: every render worker imports this module, which imports nothing else of the
                 # server.
                 from serve_app.rendering.poster import poster_jpeg
 
-                media.put_bytes(poster_path, poster_jpeg(staged))
+                media.put_bytes(task.poster_path, poster_jpeg(staged))
             media.put_file(staged, out_path, move=True)
     finally:
         release_freed_memory()
     return replace(stats, path=out_path)
 
 
-def warm_worker(host: Any, round_id: str) -> int:
-    """Make this worker ready to render (render_kernels.warm_up), then hold it in `host.warm_arrived` until every
-    worker of the holding round `round_id` has arrived, so that the round's tasks run in as many distinct processes
-    as it has tasks, and until a render wants the workers (serve_app.rendering.warm_pool). Returns this process's
-    id."""
+@dataclass(frozen=True)
+class WarmTask:
+    """What `warm_worker` is given: the actor holding the warm pool (a `TaskHost`) and the holding round's id."""
+
+    host: Any
+    round_id: str
+
+
+def warm_worker(task: WarmTask) -> int:
+    """Make this worker ready to render (render_kernels.warm_up), then hold it in the host's `warm_arrived` until
+    every worker of the task's holding round has arrived, so that the round's tasks run in as many distinct
+    processes as it has tasks, and until a render wants the workers (serve_app.rendering.warm_pool). Returns this
+    process's id."""
     bound_heap()
     warm_up()
     release_freed_memory()
-    ray.get(host.warm_arrived.remote(round_id))
+    ray.get(call_host(task.host, TaskHost.warm_arrived, task.round_id))
     return os.getpid()

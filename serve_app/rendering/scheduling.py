@@ -40,7 +40,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import ray
 
@@ -57,6 +57,8 @@ logger = logging.getLogger(__name__)
 FINAL_RESERVE_S = 3.0
 
 Item = TypeVar("Item")
+# What starting a task returns: references to its returns, the first of which holds its CPU until it settles.
+Started = TypeVar("Started", bound=Sequence[Awaitable[object]])
 
 
 class FairQueue(Generic[Item]):
@@ -124,19 +126,19 @@ class ClusterCpus:
 
 
 @dataclass(frozen=True)
-class Dispatched:
-    """A task the scheduler started: its Ray refs, its place in the scheduler's start order (0, 1, ...), and
-    how long it waited in the queue."""
+class Dispatched(Generic[Started]):
+    """A task the scheduler started: the references its start returned, its place in the scheduler's start order
+    (0, 1, ...), and how long it waited in the queue."""
 
-    refs: Sequence[ray.ObjectRef]
+    refs: Started
     order: int
     queued_s: float
 
 
 @dataclass
-class _Waiting:
-    start: Callable[[], Sequence[ray.ObjectRef]]
-    started: asyncio.Future[Dispatched]
+class _Waiting(Generic[Started]):
+    start: Callable[[], Started]
+    started: asyncio.Future[Dispatched[Started]]
     queued_at: float
     key: tuple[str, Hashable]  # (principal, render)
     final: bool
@@ -156,8 +158,8 @@ class SegmentScheduler:
         self._capacity = capacity or ClusterCpus(ELASTIC_TICK_S if elastic else CAPACITY_REFRESH_S)
         self._wanted: dict[str, Counter[Bundle]] = {}  # per principal: the bundles of its queued and running tasks
         self._ticking: asyncio.Task[None] | None = None
-        self._queue: FairQueue[_Waiting] = FairQueue()
-        self._final: deque[_Waiting] = deque()  # renders' final tasks: started before anything queued
+        self._queue: FairQueue[_Waiting[Any]] = FairQueue()
+        self._final: deque[_Waiting[Any]] = deque()  # renders' final tasks: started before anything queued
         self._running = 0  # CPUs held: by started tasks, and reserved for a render's final task
         self._started = 0
         self._unfinished: dict[tuple[str, Hashable], int] = {}  # per render: tasks queued or running
@@ -201,18 +203,18 @@ class SegmentScheduler:
         self,
         principal: str,
         render: Hashable,
-        start: Callable[[], Sequence[ray.ObjectRef]],
+        start: Callable[[], Started],
         final: bool = False,
         bundle: Bundle = CPU_BUNDLE,
-    ) -> asyncio.Future[Dispatched]:
-        """Queue a task; `start()` submits it to Ray and returns its refs. The future resolves once it has been
+    ) -> asyncio.Future[Dispatched[Started]]:
+        """Queue a task; `start()` submits it to Ray and returns its references. The future resolves once it has been
         started (with `start`'s exception, if it raised), and is cancelled if the render is withdrawn first.
         The task holds its CPU until its first ref settles. A `final` task (one per render, after all its other
         tasks) takes the CPU its render reserved, else the next free one before any other queued task. `bundle`:
         what the task asks Ray for, counted as autoscaler demand until it ends."""
         key = (principal, render)
         loop = asyncio.get_running_loop()
-        waiting = _Waiting(start, loop.create_future(), time.monotonic(), key, final, bundle)
+        waiting: _Waiting[Started] = _Waiting(start, loop.create_future(), time.monotonic(), key, final, bundle)
         self._unfinished[key] = self._unfinished.get(key, 0) + 1
         if bundle:
             self._wanted.setdefault(principal, Counter())[bundle] += 1
@@ -279,7 +281,7 @@ class SegmentScheduler:
         for label in self._queue_labels:
             QUEUED_SEGMENTS.set(queued[label], principal=label)
 
-    def _start(self, waiting: _Waiting) -> None:
+    def _start(self, waiting: _Waiting[Any]) -> None:
         """Start a task on a CPU already counted in `_running`."""
         try:
             refs = waiting.start()
@@ -293,7 +295,7 @@ class SegmentScheduler:
         self._started += 1
         asyncio.ensure_future(self._hold(waiting, refs[0]))
 
-    async def _hold(self, waiting: _Waiting, first: Awaitable) -> None:
+    async def _hold(self, waiting: _Waiting[Any], first: Awaitable[object]) -> None:
         try:
             await first
         except Exception:  # noqa: BLE001 - any end (a failure, a cancel, a lost worker) frees the CPU
@@ -319,7 +321,7 @@ class SegmentScheduler:
         self._withdrawn.discard(key)
         return True
 
-    def _release(self, waiting: _Waiting) -> None:
+    def _release(self, waiting: _Waiting[Any]) -> None:
         """`waiting` no longer asks for anything: it ended, or was dropped before it started."""
         if not waiting.bundle:
             return

@@ -72,8 +72,10 @@ from serve_app.observability.catalog import ENCODE_SPEED, ENCODED_FRAMES, RENDER
 from serve_app.observability.metric import principal_label
 from serve_app.observability.process import observe_process
 from serve_app.rendering.autoscaling import ElasticCluster
-from serve_app.rendering.render_driver import RenderJob, RenderPool, RenderRejected, RenderRun, RenderTimings
-from serve_app.rendering.render_tasks import progress_interval_s
+from serve_app.rendering.render_driver import RenderRun
+from serve_app.rendering.render_job import RenderJob, RenderRejected, RenderTimings
+from serve_app.rendering.render_pool import RenderPool
+from serve_app.rendering.render_tasks import TaskHost, progress_interval_s
 from serve_app.rendering.scheduling import SegmentScheduler
 from serve_app.rendering.warm_pool import WarmPool
 
@@ -397,6 +399,9 @@ def unusable(error: VidforgeError) -> Unsupported:
     return Unsupported.model_validate(
         {"code": error.code, "field": error.field, "reason": error.reason, "request_id": error.request_id}
     )
+
+
+_HOSTS_ITS_TASKS: type[TaskHost] = RenderSupervisor  # what its render tasks call back: mypy checks every signature
 
 
 def supervisor_client(config: Config) -> SupervisorApi:

@@ -7,7 +7,8 @@ reads them, and closes them. Where the tally lives depends on where the pool doe
 - `HostedTally`: in the actor the pool lives in (the render supervisor), which serves the tasks' reports into it.
   It costs no process, and the driver hears of each report as it comes in.
 - `ActorTally`: for a pool outside any actor, an actor of its own, started on first use (one worker process for
-  every render of the pool, not one each); the driver reads it every interval.
+  every render of the pool, not one each), called through its typed client (`FrameTallyClient`); the driver reads
+  it every interval.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 
 import ray
 
+from actors.actor_calls import ActorCall, ActorCast, ActorClient
 from serve_app.rendering.render_tasks import PROGRESS_INTERVAL_S, FrameTally, TallyRef
 
 # No CPU: it must start while the segments hold every core. Restarted if lost (reports are best effort meanwhile).
@@ -43,11 +45,11 @@ class PoolTally(Protocol):
 
     async def counts(self, run: str) -> list[int] | None:
         """Each of `run`'s segments' count, then the mux's; None when it is not open (e.g. the tally actor restarted
-        since). Raises RayActorError when the tally actor is gone."""
+        since). Raises ActorUnavailable when the tally actor is gone."""
         ...
 
     async def stills(self, run: str) -> dict[str, bytes] | None:
-        """The stills `run`'s segments have made so far, by name; None when it is not open. Raises RayActorError
+        """The stills `run`'s segments have made so far, by name; None when it is not open. Raises ActorUnavailable
         when the tally actor is gone."""
         ...
 
@@ -61,8 +63,8 @@ class PoolTally(Protocol):
 
 
 async def stills_made(tally: PoolTally, run: str, names: set[str]) -> dict[str, bytes]:
-    """The stills `names` of `run`, once its segments have made them all. Raises RayActorError when the tally actor
-    is gone."""
+    """The stills `names` of `run`, once its segments have made them all. Raises ActorUnavailable when the tally
+    actor is gone."""
     while True:
         made = await tally.stills(run)
         if made is not None and names <= made.keys():
@@ -119,17 +121,35 @@ class HostedTally:
         """Nothing to end: the tally lives as long as its host."""
 
 
+class FrameTallyApi(Protocol):
+    """What a driver asks of a FrameTally actor (render_tasks.FrameTally's methods, as awaited through Ray)."""
+
+    async def open(self, run: str, task_count: int) -> None: ...
+    async def counts(self, run: str) -> list[int] | None: ...
+    async def stills_of(self, run: str) -> dict[str, bytes] | None: ...
+    async def close(self, run: str) -> None: ...
+
+
+class FrameTallyClient(ActorClient):
+    """A pool's own FrameTally actor, as a `FrameTallyApi`."""
+
+    open = ActorCall(FrameTallyApi.open)
+    counts = ActorCall(FrameTallyApi.counts)
+    stills_of = ActorCall(FrameTallyApi.stills_of)
+    close = ActorCast(FrameTallyApi.close)
+
+
 class ActorTally:
     """The tally as an actor of its own, started on first use."""
 
     def __init__(self) -> None:
-        self._actor: Any = None
+        self._client: FrameTallyClient | None = None
 
     async def open(self, run: str, segment_count: int, interval_s: float) -> TallyRef:
-        if self._actor is None:
-            self._actor = _tally_actor.remote()
-        await self._actor.open.remote(run, segment_count + 1)
-        return TallyRef(self._actor, run, segment_count, interval_s)
+        if self._client is None:
+            self._client = FrameTallyClient(_tally_actor.remote(), "frame tally")
+        await self._client.open(run, segment_count + 1)
+        return TallyRef(self._client.handle, run, segment_count, interval_s)
 
     async def moved(self, run: str, interval_s: float) -> None:
         await asyncio.sleep(interval_s)  # read, not heard from
@@ -138,21 +158,23 @@ class ActorTally:
         await asyncio.sleep(PROGRESS_INTERVAL_S)
 
     async def counts(self, run: str) -> list[int] | None:
-        counts: list[int] | None = await self._actor.counts.remote(run)
-        return counts
+        return await self._opened().counts(run)
 
     async def stills(self, run: str) -> dict[str, bytes] | None:
-        stills: dict[str, bytes] | None = await self._actor.stills_of.remote(run)
-        return stills
+        return await self._opened().stills_of(run)
 
     def close(self, run: str) -> None:
-        if self._actor is not None:
-            self._actor.close.remote(run)
+        if self._client is not None:
+            self._client.close(run)
 
     def shutdown(self) -> None:
-        if self._actor is not None:
-            ray.kill(self._actor)
-            self._actor = None
+        if self._client is not None:
+            ray.kill(self._client.handle)
+            self._client = None
+
+    def _opened(self) -> FrameTallyClient:
+        assert self._client is not None, "read after a run was opened"
+        return self._client
 
 
 async def _heard_or_slept(heard: asyncio.Event | None, interval_s: float) -> None:

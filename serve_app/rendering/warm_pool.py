@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from serve_app.rendering.render_tasks import warm_worker
+from serve_app.rendering.render_tasks import WarmTask
+from serve_app.rendering.task_calls import hold_worker
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,6 @@ IDLE_POLL_S = 0.5
 # How long a render waits for the held workers to be back in Ray's pool before it starts its tasks anyway (a
 # holding task still starting on a far overloaded node).
 RELEASE_WAIT_S = 10.0
-
-_warm_task = ray.remote(num_cpus=0, max_retries=0)(warm_worker)
 
 
 def warm_counts(nodes: Iterable[dict[str, Any]], own_node: str, every_node: bool = True) -> dict[str, int]:
@@ -85,9 +83,9 @@ class _Round:
 
 
 class WarmPool:
-    """The holding rounds of one supervisor. `host`: the supervisor's actor handle, which serves `warm_arrived`.
-    `every_node` false (an autoscaling cluster): the supervisor's node only, so that a round never makes a worker
-    node the autoscaler would remove look busy; such a node's first render starts its workers."""
+    """The holding rounds of one supervisor. `host`: the supervisor's actor handle, which serves `warm_arrived`
+    (render_tasks.TaskHost). `every_node` false (an autoscaling cluster): the supervisor's node only, so that a round
+    never makes a worker node the autoscaler would remove look busy; such a node's first render starts its workers."""
 
     def __init__(self, host: Any, every_node: bool = True) -> None:
         self.host = host
@@ -165,7 +163,7 @@ class WarmPool:
         round_ = self._holding = self._rounds[round_id] = _Round(sum(counts.values()))
         try:
             tasks = [
-                asyncio.ensure_future(_warm_task.options(scheduling_strategy=_on(node)).remote(self.host, round_id))
+                asyncio.ensure_future(hold_worker(WarmTask(self.host, round_id), node))
                 for node, count in counts.items()
                 for _ in range(count)
             ]
@@ -193,7 +191,3 @@ class WarmPool:
                 f" ({failures[0]!r})" if failures else "",
                 extra={"event": "warm_pool_short"},
             )
-
-
-def _on(node: str) -> NodeAffinitySchedulingStrategy:
-    return NodeAffinitySchedulingStrategy(node, soft=False)

@@ -94,8 +94,8 @@ def x264_crf(crf: int) -> Iterator[None]:
 
 
 def segment_plan(info, workers: int):
-    """The segments a render of `info` plans on `workers` CPUs (RenderRun._render: plan_segments at that width,
-    max_frames from Config's segment_max_megapixels at the output size, as RenderRun._max_segment_frames)."""
+    """The segments a render of `info` plans on `workers` CPUs (render_plan.plan_render: plan_segments at that
+    width, max_frames from Config's segment_max_megapixels at the output size, as render_plan._max_segment_frames)."""
     from render_kernels import RenderSpec, plan_segments
     from serve_app.config import Config
 
@@ -109,7 +109,7 @@ def encode_vidforge(source: str, info, segments, crf: int, out_path: str, cpus: 
     wherever it runs: the render fixes the encoder and its thread count), muxed; returns the wall seconds."""
     from render_kernels import RenderSpec, encode_segment, mux_segments, segment_threads
 
-    # What a CPU node's render fixes: the encoder, and the threads its plan leaves each segment (RenderRun._render).
+    # What a CPU node's render fixes: the encoder, and the threads its plan leaves each segment (plan_render).
     threads = segment_threads(cpus, len(segments))
     spec = RenderSpec("mp4", RESOLUTION, video_encoder="libx264", segment_threads=threads)
     started = time.perf_counter()

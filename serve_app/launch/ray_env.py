@@ -26,7 +26,7 @@ and a batch of renders through it cost more CPU than the same jobs as ffmpeg pro
 - `RAY_idle_worker_killing_time_threshold_ms` 300000 (default 1000). Ray keeps as many idle worker processes as the
   node has CPUs and ends any more after this long idle. A render runs more tasks than it takes CPUs: beside its
   segments, the CPU-less watermark preview, source frame, ride-along audio and mux (see
-  serve_app.rendering.render_driver). With Ray's second, the workers those ran were gone before the next render,
+  serve_app.rendering.task_calls). With Ray's second, the workers those ran were gone before the next render,
   which started them again in its own path: ~1 CPU-s each (Python, Ray, the kernels' imports), on the cores its
   segments encode on. A 10 s 1080p render on a warm 2-core server took 1.39 x the ffmpeg CLI's time with Ray's
   default and 1.01 x with five minutes (`benchmarks/render_throughput.py --mcp --seconds 10`); an idle server gives

@@ -14,16 +14,13 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from actors.backoff import Backoff
-from actors.settings import DEFAULT_STATE_RETRY_MAX_S
 from mcp_protocol.state_outage import StateUnavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def until_state_answers(
-    call: Callable[[], Awaitable[T]], what: str, retry_max_s: float = DEFAULT_STATE_RETRY_MAX_S
-) -> T:
+async def until_state_answers(call: Callable[[], Awaitable[T]], what: str, retry_max_s: float) -> T:
     """``call()``'s answer, asked again after a bounded, jittered wait for as long as it raises `StateUnavailable`;
     said once in the log when it had to wait (``what``: the write, for that line). Cancellation ends the wait."""
     backoff = Backoff(retry_max_s)

@@ -124,7 +124,11 @@ class RegistryHooks:
         registry's sweep ending the task on the approval timeout). A cancel requested meanwhile stops the
         render at once (`_checkpoint`): the wait below is then cancelled with it."""
         task_id, registry = self.task_id, self.registry
-        rec = await until_state_answers(lambda: registry.get_any(task_id), f"render {task_id}'s record read")
+        rec = await until_state_answers(
+            lambda: registry.get_any(task_id),
+            f"render {task_id}'s record read",
+            retry_max_s=self.config.state_retry_max_s,
+        )
         self._checkpoint(rec)
         if rec is not None and rec.status is TaskStatus.WORKING and rec.approval is None:
             # None: ended meanwhile (cancelled), and there is nothing left to approve
@@ -136,11 +140,17 @@ class RegistryHooks:
                     return asked
                 return await registry.request_input(task_id, timeout_s)
 
-            rec = await until_state_answers(ask, f"render {task_id}'s approval request")
+            rec = await until_state_answers(
+                ask, f"render {task_id}'s approval request", retry_max_s=self.config.state_retry_max_s
+            )
         while rec is not None and rec.status is TaskStatus.INPUT_REQUIRED:
             wait = functools.partial(registry.watch, self.principal, [task_id], {task_id: rec.version}, WATCH_S)
-            await until_state_answers(wait, f"render {task_id}'s wait")
-            rec = await until_state_answers(lambda: registry.get_any(task_id), f"render {task_id}'s record read")
+            await until_state_answers(wait, f"render {task_id}'s wait", retry_max_s=self.config.state_retry_max_s)
+            rec = await until_state_answers(
+                lambda: registry.get_any(task_id),
+                f"render {task_id}'s record read",
+                retry_max_s=self.config.state_retry_max_s,
+            )
             self._checkpoint(rec)
         return rec is not None and rec.status is TaskStatus.WORKING
 
@@ -236,7 +246,9 @@ class RenderSupervisor:
         await self.warm_pool.arrived(round_id)
 
     async def _resume(self) -> None:
-        for rec in await until_state_answers(self.registry.nonterminal, "the unfinished renders' read"):
+        for rec in await until_state_answers(
+            self.registry.nonterminal, "the unfinished renders' read", retry_max_s=self.config.state_retry_max_s
+        ):
             self._launch(rec)
 
     async def _renew_leases(self) -> None:
@@ -303,7 +315,9 @@ class RenderSupervisor:
             if self.warm_pool is not None:  # the held workers back in Ray's pool, for this render's tasks
                 await self.warm_pool.release()
             started = await until_state_answers(
-                lambda: self.registry.bump_attempt(task_id), f"render {task_id}'s start"
+                lambda: self.registry.bump_attempt(task_id),
+                f"render {task_id}'s start",
+                retry_max_s=self.config.state_retry_max_s,
             )
             if started is None or started.cancel_requested:  # the first checkpoint: ended or cancelled before any work
                 raise asyncio.CancelledError
@@ -378,7 +392,9 @@ class RenderSupervisor:
         finished during an outage completes once it is back, exactly once (a finish repeated for the same outcome
         changes nothing)."""
         return await until_state_answers(
-            lambda: self.registry.finish(task_id, end, message=message), f"render {task_id}'s end"
+            lambda: self.registry.finish(task_id, end, message=message),
+            f"render {task_id}'s end",
+            retry_max_s=self.config.state_retry_max_s,
         )
 
 

@@ -57,11 +57,13 @@ test: $(TEST_STAMP) clients
 	$(BIN)/python -m pytest -m solo
 
 # The fast lane: every test not marked `slow` or `ray` (in-process: no Ray, no server process, no long encode; a test
-# that starts one unmarked fails, see tests/conftest.py), under a minute.
+# that starts one unmarked fails, see tests/conftest.py), under a minute. On two workers (xdist's `load`: tests, not
+# files, go to whichever is free): its ~40 CPU-s and its waits on receivers and timeouts split over both cores, for
+# ~3 CPU-s more (the second worker's collection).
 test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest -m "not slow and not ray"
+	$(BIN)/python -m pytest -n 2 -m "not slow and not ray"
 
-# Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on mcp_protocol/, render_kernels/, actors/ and media_store/).
+# Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on every package).
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

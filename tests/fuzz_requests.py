@@ -11,6 +11,7 @@ envelope with a code from the published `error_catalog`.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections import Counter
@@ -102,6 +103,19 @@ def request_meta(draw) -> Any:
     return None
 
 
+# The strategies the composites below draw from, built once: a strategy built inside a draw is built (and
+# validated by hypothesis) again for every example, which was most of the generation's time.
+REQUEST_META = request_meta()
+
+
+WATERMARK = st.one_of(
+    json_value,
+    st.fixed_dictionaries(
+        {"image_asset_uri": small_text, "position": small_text, "opacity": st.floats(allow_nan=False)}
+    ),
+)
+
+
 @st.composite
 def tool_arguments(draw) -> Any:
     """Render arguments close to valid (so validation runs deep) or anything at all."""
@@ -119,21 +133,36 @@ def tool_arguments(draw) -> Any:
         "approved": draw(st.sampled_from([True, False, "yes", None])),
     }
     if draw(st.booleans()):
-        arguments["watermark"] = draw(
-            st.one_of(
-                json_value,
-                st.fixed_dictionaries(
-                    {
-                        "image_asset_uri": small_text,
-                        "position": small_text,
-                        "opacity": st.floats(allow_nan=False),
-                    }
-                ),
-            )
-        )
+        arguments["watermark"] = draw(WATERMARK)
     if draw(st.booleans()):
         arguments["idempotency_key"] = draw(small_text)
     return arguments
+
+
+RPC_PARAMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.one_of(st.sampled_from(TOOLS), json_leaf),
+        "arguments": tool_arguments(),
+        "uri": st.one_of(
+            st.sampled_from(
+                [
+                    "vidforge://capabilities",
+                    "vidforge://videos/x/final.mp4",
+                    "vidforge://renders/x/watermark-preview.png",
+                    "file:///etc/passwd",
+                ]
+            ),
+            json_leaf,
+        ),
+        "taskId": st.one_of(st.just("task_" + "0" * 26), json_leaf),
+        "inputResponses": json_value,
+        "notifications": st.one_of(json_value, st.fixed_dictionaries({"taskIds": json_value})),
+        "protocolVersion": st.sampled_from(VERSIONS),
+        "capabilities": json_value,
+        "clientInfo": json_value,
+    },
+)
 
 
 @dataclass
@@ -149,37 +178,10 @@ def rpc_body(draw) -> RpcBody:
     """A request body, hostile in its params or its framing, and what coherent routing headers would say."""
     method = draw(st.one_of(st.sampled_from(MCP_METHODS), small_text))
     params: dict[str, Any] = {}
-    meta = draw(request_meta())
+    meta = draw(REQUEST_META)
     if meta is not None:
         params["_meta"] = meta
-    params.update(
-        draw(
-            st.fixed_dictionaries(
-                {},
-                optional={
-                    "name": st.one_of(st.sampled_from(TOOLS), json_leaf),
-                    "arguments": tool_arguments(),
-                    "uri": st.one_of(
-                        st.sampled_from(
-                            [
-                                "vidforge://capabilities",
-                                "vidforge://videos/x/final.mp4",
-                                "vidforge://renders/x/watermark-preview.png",
-                                "file:///etc/passwd",
-                            ]
-                        ),
-                        json_leaf,
-                    ),
-                    "taskId": st.one_of(st.just("task_" + "0" * 26), json_leaf),
-                    "inputResponses": json_value,
-                    "notifications": st.one_of(json_value, st.fixed_dictionaries({"taskIds": json_value})),
-                    "protocolVersion": st.sampled_from(VERSIONS),
-                    "capabilities": json_value,
-                    "clientInfo": json_value,
-                },
-            )
-        )
-    )
+    params.update(draw(RPC_PARAMS))
     envelope: dict[str, Any] = {
         "jsonrpc": draw(st.sampled_from(["2.0", "2.0", "2.0", "1.0", None])),
         "method": method,
@@ -208,6 +210,9 @@ def rpc_body(draw) -> RpcBody:
     return RpcBody(raw, method if isinstance(method, str) else "", name, version if isinstance(version, str) else None)
 
 
+RPC_BODY = rpc_body()
+
+
 @dataclass
 class FuzzRequest:
     method: str
@@ -230,11 +235,10 @@ class FuzzRequest:
 CONTRACT_METHODS = {"/mcp": ("POST",), "/assets": ("POST",), "/artifacts": ("GET", "HEAD")}
 
 
-@st.composite
-def fuzz_request(draw, token: str) -> FuzzRequest:
-    route = draw(st.sampled_from(["/mcp"] * 6 + ["/assets", "/assets", "/artifacts", "other"]))
-    headers: dict[str, str] = {}
-    optional = {
+@functools.cache
+def optional_headers(token: str) -> dict[str, st.SearchStrategy[str]]:
+    """The headers a request may carry, each with its values (built once per token, as the strategies above)."""
+    return {
         "Authorization": st.sampled_from([f"Bearer {token}"] * 4 + ["Bearer wrong", "Basic eA==", "Bearer", ""]),
         "Accept": st.sampled_from(
             ["application/json, text/event-stream", "application/json", "text/event-stream", "text/html", "*/*"]
@@ -249,13 +253,19 @@ def fuzz_request(draw, token: str) -> FuzzRequest:
         "Range": st.sampled_from(["bytes=0-10", "bytes=-5", "bytes=99999999-", "bytes=5-1", "lines=1-2", "bytes=x"]),
         "Mcp-Param-Foo": header_text,
     }
-    for name, strategy in optional.items():
+
+
+@st.composite
+def fuzz_request(draw, token: str) -> FuzzRequest:
+    route = draw(st.sampled_from(["/mcp"] * 6 + ["/assets", "/assets", "/artifacts", "other"]))
+    headers: dict[str, str] = {}
+    for name, strategy in optional_headers(token).items():
         if draw(st.integers(0, 3)) or name == "Authorization":
             headers[name] = draw(strategy)
     http_method = draw(st.sampled_from(["POST"] * 6 + ["GET", "DELETE", "PUT", "HEAD", "OPTIONS", "PATCH"]))
     query: dict[str, str] = {}
     if route == "/mcp":
-        rpc = draw(rpc_body())
+        rpc = draw(RPC_BODY)
         body, path = rpc.raw, "/mcp"
     elif route == "/assets":
         body = draw(

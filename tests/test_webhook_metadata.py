@@ -197,7 +197,12 @@ async def test_each_event_of_a_render_is_delivered_once_signed_with_its_metadata
         plain = wire.tool(RENDER, render_args(wire.media), tasks=True)["taskId"]  # no notify_url: no events
         assert events_for(None, wire.succeed(plain), retention_s=retention_s) == []
 
-    settings = DispatchSettings(max_age_s=3600, attempt_timeout_s=5, max_per_destination=2, backoff=Backoff(0.1, 1))
+    # Room for all five events at once and a short poll: with two slots, the three events a pass could not start
+    # waited out their lease (attempt timeout + 2 polls + LEASE_MARGIN_S, 12 s) twice, 24 s of the fast lane. The
+    # per-destination bound and the leases are tests/test_webhooks.py's.
+    settings = DispatchSettings(
+        max_age_s=3600, attempt_timeout_s=5, max_per_destination=8, backoff=Backoff(0.1, 1), poll_s=0.05
+    )
     dispatch = Dispatcher(
         outbox,
         WebhookSecrets(str(hooks), None),

@@ -265,7 +265,8 @@ class ServerProcess:
             except httpx.HTTPError:
                 return False
 
-        wait_until(ready, timeout, interval=0.5, message="vidforge serve to come up")
+        # Ten looks a second (a log read, then a loopback request): a run waits for some fifty starts, each then sooner.
+        wait_until(ready, timeout, interval=0.1, message="vidforge serve to come up")
         return self
 
     def auth_headers(self) -> dict[str, str]:

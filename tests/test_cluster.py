@@ -151,12 +151,13 @@ def test_serve_without_ray_address_runs_its_own_ray_beside_a_running_cluster(clu
     """RAY_ADDRESS unset means an embedded Ray (README, `--ray-address` help). Ray's own `ray.init()` with no
     address joins the last cluster `ray start` made on this host instead (the address it wrote to
     $RAY_TMPDIR/ray/ray_current_cluster), so a `vidforge serve` started beside one deployed itself into that
-    cluster (seen when two test runs shared a machine). Here the file names this module's cluster."""
+    cluster (seen when two test runs shared a machine). Here the file names this module's cluster. Nothing renders
+    on it: it starts without the warm pool."""
     ray_tmp = Path(tempfile.mkdtemp(prefix="vfr-", dir="/tmp"))  # short: Ray's unix sockets go under it
     try:
         (ray_tmp / "ray").mkdir()
         (ray_tmp / "ray" / "ray_current_cluster").write_text(cluster.address)
-        with ServerProcess(tmp_path / "data", env={"RAY_TMPDIR": str(ray_tmp)}) as alone:
+        with ServerProcess(tmp_path / "data", env={"RAY_TMPDIR": str(ray_tmp)}, renders=False) as alone:
             log = alone.log_path.read_text().splitlines()
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -111,14 +111,21 @@ class Fault:
             self.standby.stop()
 
 
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> tuple[str, int]:
+    """The clip every kind of outage renders (made once: each test uploads it to its own server), and its frames."""
+    folder = tmp_path_factory.mktemp("outage-media")
+    clip = make_clip(str(folder / "clip.mp4"), seconds=6.0, width=640, height=360, audio=False)
+    return clip, decode_all(clip, keep="none").frame_count
+
+
 @pytest.mark.parametrize("kind", ["stop", "kill", "stall", "failover"])
-def test_renders_ride_through_a_database_outage_and_each_webhook_is_sent_once(database, tmp_path, kind):
+def test_renders_ride_through_a_database_outage_and_each_webhook_is_sent_once(database, source, tmp_path, kind):
     ca = CertificateAuthority(tmp_path / "ca")
     receiver = Receiver(ca)
     fault = Fault(kind, database)
     state_url = fault.url(database.new_database())
-    clip = make_clip(str(tmp_path / "clip.mp4"), seconds=6.0, width=640, height=360, audio=False)
-    expected_frames = decode_all(clip, keep="none").frame_count
+    clip, expected_frames = source
     try:
         with outage_server(tmp_path, ca, state_url) as server:
             wire = Wire(server.url, token=TOKEN, tasks=True)

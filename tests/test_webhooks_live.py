@@ -29,6 +29,17 @@ def ca(tmp_path_factory) -> CertificateAuthority:
     return CertificateAuthority(tmp_path_factory.mktemp("webhook-live-ca"))
 
 
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> dict[str, str]:
+    """The clips the first two tests upload, made once: a short one that renders in seconds, and a long one (two
+    minutes, ~5 CPU-s to make) that a cancel or a kill reaches long before its end."""
+    root = tmp_path_factory.mktemp("webhook-live-media")
+    return {
+        "short": make_clip(str(root / "short.mp4"), seconds=1.0, width=160, height=90),
+        "long": make_clip(str(root / "long.mp4"), seconds=120.0, width=160, height=90),
+    }
+
+
 def hooked_server(tmp_path: Path, ca: CertificateAuthority) -> ServerProcess:
     secrets = tmp_path / "webhook-secrets.json"
     secrets.write_text(json.dumps({PRINCIPAL: [SECRET]}))
@@ -62,13 +73,12 @@ def bodies(receiver: Receiver, render_id: str) -> list[dict]:
     return [body for r in list(receiver.received) if (body := json.loads(r.body))["task_id"] == render_id]
 
 
-def test_each_event_of_a_render_is_delivered_once_signed_with_the_callers_metadata(tmp_path, ca):
+def test_each_event_of_a_render_is_delivered_once_signed_with_the_callers_metadata(tmp_path, ca, clips):
     receiver = Receiver(ca)
     try:
         with hooked_server(tmp_path, ca) as server:
             wire = Wire(server.url, token=TOKEN)
-            source = upload(server, make_clip(str(tmp_path / "short.mp4"), seconds=1.0, width=160, height=90), TOKEN)
-            long = upload(server, make_clip(str(tmp_path / "long.mp4"), seconds=120.0, width=160, height=90), TOKEN)
+            source, long = upload(server, clips["short"], TOKEN), upload(server, clips["long"], TOKEN)
             logo = upload(server, make_watermark_png(str(tmp_path / "logo.png")), TOKEN)
             hook = receiver.url("/hook")
             plain = wire.tool(RENDER, {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"})
@@ -104,7 +114,7 @@ def test_each_event_of_a_render_is_delivered_once_signed_with_the_callers_metada
         receiver.stop()
 
 
-def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_restart(tmp_path, ca):
+def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_restart(tmp_path, ca, clips):
     down = Receiver(ca)
     port = down.port
     down.stop()  # the receiver is down: every attempt fails to connect
@@ -113,8 +123,7 @@ def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_r
     back: Receiver | None = None
     try:
         wire = Wire(server.url, token=TOKEN)
-        source = upload(server, make_clip(str(tmp_path / "short.mp4"), seconds=1.0, width=160, height=90), TOKEN)
-        long = upload(server, make_clip(str(tmp_path / "long.mp4"), seconds=120.0, width=160, height=90), TOKEN)
+        source, long = upload(server, clips["short"], TOKEN), upload(server, clips["long"], TOKEN)
         render(wire, source, hook)
         cancelled = render(wire, long, hook)
         wire.tool("vidforge_cancel_render", {"render_id": cancelled})

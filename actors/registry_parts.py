@@ -16,8 +16,8 @@ from actors.settings import RegistrySettings
 from actors.store import TaskStore
 from actors.working_set import WorkingSet
 from mcp_protocol.domain import TaskRecord, TaskStatus
-from media_store import MediaStore
 from media_store.assets import AssetIndex
+from media_store.base import MediaStore
 
 DRIVER_LEASE_S = 15.0  # a task whose driver has not renewed its lease for this long is handed to a driver again
 

@@ -49,8 +49,8 @@ from mcp_protocol.domain import (
 )
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.webhook_events import events_for
-from media_store import open_media_store
 from media_store.assets import AssetIndex
+from media_store.opening import open_media_store
 
 WORKING, INPUT_REQUIRED = TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED
 

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ray  # noqa: E402
 
-from render_kernels import RenderSpec, probe  # noqa: E402
+from render_kernels.probe import probe  # noqa: E402
+from render_kernels.spec import RenderSpec  # noqa: E402
 from serve_app.rendering.autoscaling import ElasticCluster  # noqa: E402
 from serve_app.rendering.render_driver import RenderRun  # noqa: E402
 from serve_app.rendering.render_job import RenderJob  # noqa: E402

@@ -59,7 +59,9 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
 from clips import benchmark_clip, benchmark_logo  # noqa: E402
 from render_throughput import ffmpeg_command  # noqa: E402
 
-from render_kernels import RenderSpec, SourceInfo, WatermarkSpec, probe  # noqa: E402
+from render_kernels.probe import probe  # noqa: E402
+from render_kernels.source_info import SourceInfo  # noqa: E402
+from render_kernels.spec import RenderSpec, WatermarkSpec  # noqa: E402
 
 
 def target_ratio(seconds: float) -> float:

@@ -36,15 +36,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from render_kernels import (  # noqa: E402
-    RenderSpec,
-    WatermarkSpec,
-    encode_audio,
-    encode_segment,
-    mux_segments,
-    plan_segments,
-    probe,
-)
+from render_kernels.audio import encode_audio
+from render_kernels.mux import mux_segments
+from render_kernels.plan import plan_segments
+from render_kernels.probe import probe
+from render_kernels.spec import RenderSpec, WatermarkSpec
+from render_kernels.video import encode_segment
 from tests.harness import TERMINAL, ServerProcess, Wire, upload  # noqa: E402
 from tests.media import decode_all, make_clip, make_watermark_png, psnr_y  # noqa: E402
 

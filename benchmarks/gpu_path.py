@@ -37,19 +37,18 @@ import av  # noqa: E402
 import av.logging  # noqa: E402
 from media import psnr_y  # noqa: E402 - tests/ is on the path (clips)
 
-from render_kernels import (  # noqa: E402
-    EncodedAudio,
-    RenderSpec,
-    SourceInfo,
-    encode_audio,
-    encode_segment,
-    mux_segments,
-    plan_segments,
-    probe,
-)
+from render_kernels.audio import EncodedAudio, encode_audio
 from render_kernels.decoders import NVDEC_DECODERS, nvdec_refusal  # noqa: E402
 from render_kernels.encoders import open_video_encoder  # noqa: E402
-from render_kernels.source_info import frame_rate  # noqa: E402
+from render_kernels.mux import mux_segments
+from render_kernels.plan import plan_segments
+from render_kernels.probe import probe
+from render_kernels.source_info import (
+    SourceInfo,
+    frame_rate,  # noqa: E402
+)
+from render_kernels.spec import RenderSpec
+from render_kernels.video import encode_segment
 
 RESOLUTION = "720p"
 

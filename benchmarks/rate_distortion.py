@@ -96,7 +96,8 @@ def x264_crf(crf: int) -> Iterator[None]:
 def segment_plan(info, workers: int):
     """The segments a render of `info` plans on `workers` CPUs (render_plan.plan_render: plan_segments at that
     width, max_frames from Config's segment_max_megapixels at the output size, as render_plan._max_segment_frames)."""
-    from render_kernels import RenderSpec, plan_segments
+    from render_kernels.plan import plan_segments
+    from render_kernels.spec import RenderSpec
     from serve_app.config import Config
 
     width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
@@ -107,7 +108,10 @@ def segment_plan(info, workers: int):
 def encode_vidforge(source: str, info, segments, crf: int, out_path: str, cpus: int) -> float:
     """The render's video, made by the kernels one segment after another (each segment's bytes are the same
     wherever it runs: the render fixes the encoder and its thread count), muxed; returns the wall seconds."""
-    from render_kernels import RenderSpec, encode_segment, mux_segments, segment_threads
+    from render_kernels.encoders import segment_threads
+    from render_kernels.mux import mux_segments
+    from render_kernels.spec import RenderSpec
+    from render_kernels.video import encode_segment
 
     # What a CPU node's render fixes: the encoder, and the threads its plan leaves each segment (plan_render).
     threads = segment_threads(cpus, len(segments))
@@ -123,7 +127,7 @@ def encode_ffmpeg(source: str, crf: int, out_path: str, threads: int | None) -> 
     """render_throughput's ffmpeg command for the same job (no watermark; the source has no audio), at `crf`."""
     from render_throughput import ffmpeg_command  # imports Ray: kept out of `bd_rate`'s import
 
-    from render_kernels import RenderSpec
+    from render_kernels.spec import RenderSpec
 
     with x264_crf(crf):
         command = ffmpeg_command(source, RenderSpec("mp4", RESOLUTION), out_path)
@@ -164,7 +168,7 @@ def score(points: list[Point], source: str, info) -> None:
     from media import psnr_y
     from render_throughput import lanczos_reference, stream_bytes
 
-    from render_kernels import RenderSpec
+    from render_kernels.spec import RenderSpec
 
     width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
     seconds = info.frame_count / info.fps
@@ -220,7 +224,8 @@ def _bd(a: list[Point], b: list[Point], quality) -> float:
 def measure_source(name: str, args, workdir: str, with_vmaf: bool) -> SourceResult:
     from matrix_sources import matrix_source
 
-    from render_kernels import RenderSpec, probe
+    from render_kernels.probe import probe
+    from render_kernels.spec import RenderSpec
 
     source = matrix_source(workdir, name, args.seconds, audio=False)
     info = probe(source)

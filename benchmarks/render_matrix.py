@@ -49,7 +49,8 @@ from serving import (  # noqa: E402 - first: it sets up Ray's authentication mod
 from matrix_sources import SOURCES, WATERMARK, matrix_logo, matrix_source  # noqa: E402
 from render_throughput import ffmpeg_command  # noqa: E402
 
-from render_kernels import RenderSpec, WatermarkSpec, probe  # noqa: E402
+from render_kernels.probe import probe  # noqa: E402
+from render_kernels.spec import RenderSpec, WatermarkSpec  # noqa: E402
 
 RESOLUTION = "720p"
 WALL_TARGET = 1.10

@@ -56,10 +56,11 @@ import ray  # noqa: E402
 from clips import FFMPEG, benchmark_clip, benchmark_logo, luma_planes  # noqa: E402
 from media import make_clip, psnr_y  # noqa: E402 - the suite's clip generators (tests/)
 
-from render_kernels import RenderSpec, WatermarkSpec, probe  # noqa: E402
 from render_kernels.audio import AAC_BIT_RATE  # noqa: E402
 from render_kernels.compose import Watermark  # noqa: E402
 from render_kernels.encoders import X264_OPTIONS  # noqa: E402
+from render_kernels.probe import probe  # noqa: E402
+from render_kernels.spec import RenderSpec, WatermarkSpec  # noqa: E402
 from serve_app.rendering.render_driver import RenderRun  # noqa: E402
 from serve_app.rendering.render_job import RenderJob  # noqa: E402
 
@@ -83,7 +84,11 @@ class AutoApprove:
 
 
 def _warm_up() -> None:
-    import render_kernels  # noqa: F401 - the import is the warm-up
+    # The imports are the warm-up: what a render's tasks load.
+    import render_kernels.audio  # noqa: F401
+    import render_kernels.mux  # noqa: F401
+    import render_kernels.probe  # noqa: F401
+    import render_kernels.video  # noqa: F401
 
 
 def render_vidforge(source: str, spec: RenderSpec, out_dir: str, workers: int) -> RenderRun:

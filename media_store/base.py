@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from render_kernels import Media
+from render_kernels.media_io import Media
 
 
 @dataclass(frozen=True)

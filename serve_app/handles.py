@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from actors import RegistryApi, open_registry
-from media_store import MediaStore, open_media_store
+from actors.client import RegistryApi, open_registry
+from media_store.base import MediaStore
+from media_store.opening import open_media_store
 from serve_app.config import Config
 from serve_app.observability.registry_observer import RegistryMetrics
 from serve_app.observability.storage import StorageErrorCounter

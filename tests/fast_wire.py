@@ -37,8 +37,8 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 
-from actors import TaskRegistry
 from actors.driver_writes import CANCELLED_MESSAGE
+from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Artifact, Cancelled, RenderEnd, Succeeded, TaskRecord
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.progress import RENDERING

@@ -36,8 +36,9 @@ from ray.autoscaler.sdk import request_resources
 from ray.experimental.internal_kv import _internal_kv_get
 
 from mcp_protocol.progress import RenderProgress
-from media_store import S3MediaStore
-from render_kernels import RenderSpec, probe
+from media_store.s3 import S3MediaStore
+from render_kernels.probe import probe
+from render_kernels.spec import RenderSpec
 from serve_app.config import Config
 from serve_app.launch.job_env import job_runtime_env
 from serve_app.rendering.autoscaling import ElasticCluster, ResourceDemand

@@ -25,7 +25,12 @@ import httpx
 import pytest
 import yaml
 
-from render_kernels import RenderSpec, choose_video_encoder, encode_segment, mux_segments, plan_segments, probe
+from render_kernels.encoders import choose_video_encoder
+from render_kernels.mux import mux_segments
+from render_kernels.plan import plan_segments
+from render_kernels.probe import probe
+from render_kernels.spec import RenderSpec
+from render_kernels.video import encode_segment
 from serve_app.rendering.render_tasks import encode_segment_parts
 from tests.cluster import LocalCluster
 from tests.harness import REPO, TERMINAL, ServerProcess, Wire, free_port, poll_task, upload, wait_until

@@ -12,10 +12,10 @@ import pytest
 
 from mcp_protocol.catalog import input_schemas
 from mcp_protocol.domain import MIME_BY_EXT, OutputFormat, Position, Resolution
-from render_kernels import RenderSpec, SourceInfo, WatermarkSpec
 from render_kernels.compose import watermark_box
 from render_kernels.mux import CONTAINER_OPTIONS
-from render_kernels.spec import FORMAT_ENCODERS, POSITIONS, RESOLUTIONS, WATERMARK_ANCHORS
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import FORMAT_ENCODERS, POSITIONS, RESOLUTIONS, WATERMARK_ANCHORS, RenderSpec, WatermarkSpec
 from serve_app.ingress.review.view import POSITIONS as POSITION_WORDS
 
 RENDER_ARGUMENTS = input_schemas()["vidforge_render_video"]["properties"]

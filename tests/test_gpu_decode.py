@@ -17,18 +17,15 @@ import pytest
 import ray
 from media import decode_all, make_clip, psnr_y
 
-from render_kernels import (
-    RenderSpec,
-    SourceInfo,
-    choose_video_decoder,
-    encode_audio,
-    encode_segment,
-    mux_segments,
-    plan_segments,
-    probe,
-)
-from render_kernels.decoders import NVDEC_DECODERS, nvdec_refusal, select_video_decoder
+from render_kernels.audio import encode_audio
+from render_kernels.decoders import NVDEC_DECODERS, choose_video_decoder, nvdec_refusal, select_video_decoder
 from render_kernels.encoders import choose_video_encoder, segment_threads
+from render_kernels.mux import mux_segments
+from render_kernels.plan import plan_segments
+from render_kernels.probe import probe
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import RenderSpec
+from render_kernels.video import encode_segment
 from serve_app.rendering.render_driver import run_render
 from serve_app.rendering.render_job import RenderJob
 from serve_app.rendering.render_tasks import CodecsTask, choose_codecs

@@ -26,8 +26,8 @@ from jsonschema import Draft202012Validator
 
 from mcp_protocol.catalog import capability_summary, tool_definitions
 from mcp_protocol.imports import ImportJob
-from media_store import open_media_store
 from media_store import s3 as s3_backend
+from media_store.opening import open_media_store
 from serve_app.config import Config
 from serve_app.importing.desk import ImportDesk, ImportsAtCapacity
 from serve_app.importing.failures import ImportRefused, ImportUnavailable

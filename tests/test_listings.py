@@ -8,10 +8,10 @@ import sqlite3
 
 import pytest
 
-from actors import TaskRegistry
+from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import RenderRequest
-from media_store import open_media_store
 from media_store.assets import AssetIndex
+from media_store.opening import open_media_store
 from serve_app.config import Config
 from serve_app.media.assets import AssetStore
 from tests.media import make_clip, make_watermark_png

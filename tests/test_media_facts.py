@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from render_kernels import AudioInfo, SourceInfo, probe
 from render_kernels.limits import MediaLimits, OverLimit
+from render_kernels.probe import probe
+from render_kernels.source_info import AudioInfo, SourceInfo
 from serve_app.config import Config
 from serve_app.media.assets import Asset, AssetStore, new_asset_id
 from serve_app.media.media_facts import AudioTrack, MediaFacts, Plan, VideoFacts

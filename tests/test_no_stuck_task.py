@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import ray
 
-from actors import REGISTRY_NAME
+from actors.handle import REGISTRY_NAME
 from mcp_protocol.domain import RenderRequest, TaskRecord
 from serve_app.config import Config
 from serve_app.handles import registry_client

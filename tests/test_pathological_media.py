@@ -14,10 +14,11 @@ import av
 import numpy as np
 import pytest
 
-from render_kernels import UnsupportedMedia, WatermarkSpec, probe
 from render_kernels.compose import FramePipeline
+from render_kernels.errors import UnsupportedMedia
 from render_kernels.limits import MediaLimits, OverLimit
-from render_kernels.spec import POSITIONS, RESOLUTIONS
+from render_kernels.probe import probe
+from render_kernels.spec import POSITIONS, RESOLUTIONS, WatermarkSpec
 from serve_app.config import Config
 from serve_app.media.assets import AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal, refusal_reason
@@ -94,7 +95,7 @@ def test_huge_image_is_refused_from_its_header_without_decoding(tmp_path):
     # In a fresh process, so the peak memory measured is this upload's alone.
     script = (
         "import resource, sys\n"
-        "from render_kernels import UnsupportedMedia\n"
+        "from render_kernels.errors import UnsupportedMedia\n"
         "from serve_app.media.assets import AssetStore\n"
         "from serve_app.config import Config\n"
         "from serve_app.media.media_limits import refusal_reason\n"

@@ -29,20 +29,16 @@ from media import (
     shown_picture,
 )
 
-from render_kernels import (
-    RenderSpec,
-    UnsupportedMedia,
-    WatermarkSpec,
-    encode_audio,
-    encode_segment,
-    mux_segments,
-    plan_segments,
-    probe,
-    render_preview,
-)
+from render_kernels.audio import encode_audio
 from render_kernels.compose import ORIENTATION_FILTERS, FramePipeline
+from render_kernels.errors import UnsupportedMedia
+from render_kernels.mux import mux_segments
 from render_kernels.orientation import orientation_from_matrix
-from render_kernels.spec import RESOLUTIONS
+from render_kernels.plan import plan_segments
+from render_kernels.preview import render_preview
+from render_kernels.probe import probe
+from render_kernels.spec import RESOLUTIONS, RenderSpec, WatermarkSpec
+from render_kernels.video import encode_segment
 
 FPS, SECONDS, FRAMES = 10, 2.0, 20  # the corpus' sources (keyframes every second: two segments each)
 ONE = 1 << 16  # 1.0 in the display matrix's 16.16 fixed point

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from actors import TaskRegistry
 from actors.change_feed import Changes, Snapshot
+from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Cancelled, RenderRequest, TaskRecord
 from serve_app.config import Config
 from serve_app.ingress.record_mirror import RecordMirror

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from actors import QuotaExceeded
 from actors.change_feed import ChangeFeed
+from actors.errors import QuotaExceeded
 from actors.open_store import open_task_store
 from actors.sqlite_store import SqliteTaskStore
 from actors.store import SCHEMA_VERSION, TaskStore
 from mcp_protocol.domain import Succeeded, TaskRecord
-from media_store import open_media_store
 from media_store import s3 as s3_backend
 from media_store.assets import EXPIRY_PAGE, AssetIndex, meta_key
 from media_store.local import LocalMediaStore
+from media_store.opening import open_media_store
 from tests import test_task_registry
 from tests.test_task_registry import ARTIFACT, DAY_S, FakeClock, new_task, request, sqlite_only
 

@@ -20,18 +20,14 @@ from media import decode_all, make_clip, make_watermark_png, psnr_y
 
 from mcp_protocol.domain import RenderRequest, TaskRecord
 from mcp_protocol.progress import RenderProgress
-from render_kernels import (
-    RenderSpec,
-    UnsupportedMedia,
-    WatermarkSpec,
-    encode_segment,
-    plan_segments,
-    probe,
-    render_preview,
-)
+from render_kernels.errors import UnsupportedMedia
 from render_kernels.limits import MediaLimits, OverLimit
 from render_kernels.media_io import Damaged
-from render_kernels.plan import MIN_SEGMENT_S
+from render_kernels.plan import MIN_SEGMENT_S, plan_segments
+from render_kernels.preview import render_preview
+from render_kernels.probe import probe
+from render_kernels.spec import RenderSpec, WatermarkSpec
+from render_kernels.video import encode_segment
 from serve_app.config import Config
 from serve_app.media.assets import AssetStore
 from serve_app.media.media_probe import parse_isolated

@@ -15,28 +15,21 @@ import numpy as np
 import pytest
 from media import decode_all, decode_frame, make_clip, make_watermark_png, psnr_y
 
-from render_kernels import (
-    RenderSpec,
-    Segment,
-    SourceInfo,
-    UnsupportedMedia,
-    WatermarkSpec,
-    choose_video_encoder,
-    encode_audio,
-    encode_segment,
-    mux_segments,
-    plan_segments,
-    probe,
-    probe_image,
-    read_source,
-    render_preview,
-)
+from render_kernels.audio import encode_audio
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipeline
-from render_kernels.encoders import nvenc_available, segment_threads
+from render_kernels.encoders import choose_video_encoder, nvenc_available, segment_threads
+from render_kernels.errors import UnsupportedMedia
 from render_kernels.frames import frames_from, open_video
+from render_kernels.images import probe_image
 from render_kernels.limits import MediaLimits
-from render_kernels.plan import KEYFRAME_CUT_SHARE, LEAD_IN_COST, MAX_LEAD_IN_SHARE
-from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME, STILL_WITHIN_S, Still, plan_stills
+from render_kernels.mux import mux_segments
+from render_kernels.plan import KEYFRAME_CUT_SHARE, LEAD_IN_COST, MAX_LEAD_IN_SHARE, Segment, plan_segments
+from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME, STILL_WITHIN_S, Still, plan_stills, render_preview
+from render_kernels.probe import probe
+from render_kernels.reading import read_source
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import RenderSpec, WatermarkSpec
+from render_kernels.video import encode_segment
 
 pytestmark = pytest.mark.slow  # real encodes: the module fixtures make clips, most tests render them
 

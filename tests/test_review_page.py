@@ -25,8 +25,8 @@ import httpx
 import pytest
 
 from mcp_protocol.identity import server_version
-from render_kernels import WatermarkSpec
 from render_kernels.compose import Watermark
+from render_kernels.spec import WatermarkSpec
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 from serve_app.launch.review_key import KEY_FILE
 from tests.harness import REPO, TERMINAL, Wire, free_port, poll_task, upload, validate

@@ -11,9 +11,13 @@ from dataclasses import replace
 
 import pytest
 
-from media_store import S3MediaStore, open_media_store
 from media_store import s3 as s3_backend
-from render_kernels import RenderSpec, encode_segment, plan_segments, probe
+from media_store.opening import open_media_store
+from media_store.s3 import S3MediaStore
+from render_kernels.plan import plan_segments
+from render_kernels.probe import probe
+from render_kernels.spec import RenderSpec
+from render_kernels.video import encode_segment
 from tests.media import make_clip
 
 pytestmark = pytest.mark.slow  # a real S3 server process (moto)

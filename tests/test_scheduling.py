@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from render_kernels import SourceInfo, plan_segments
+from render_kernels.plan import plan_segments
+from render_kernels.source_info import SourceInfo
 from serve_app.rendering.autoscaling import (
     CPU_BUNDLE,
     AutoscalerView,

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from actors import TaskRegistry
 from actors.outage import until_state_answers
 from actors.postgres_store import PostgresTaskStore, StateOwned
 from actors.sqlite_store import SqliteTaskStore
+from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Cancelled, RenderRequest
 from mcp_protocol.state_outage import StateUnavailable
 from serve_app.config import Config

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from actors import TaskRegistry
+from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Artifact, RenderRequest, Succeeded
 from serve_app.config import Config
 from serve_app.media.assets import Asset, AssetStore

@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 
-from actors import InvalidTransition, QuotaExceeded, TaskNotFound, TaskRegistry
 from actors.change_feed import Changes
+from actors.errors import InvalidTransition, QuotaExceeded, TaskNotFound
 from actors.held_records import MAX_UNSAVED_BUMPS
 from actors.sqlite_store import SqliteTaskStore
-from actors.task_registry import DELETION_LOG_BATCHES, Created, IdempotencyConflict
+from actors.task_registry import DELETION_LOG_BATCHES, Created, IdempotencyConflict, TaskRegistry
 from mcp_protocol.domain import (
     AnswerResult,
     Approval,
@@ -866,8 +866,7 @@ async def test_detached_registry_actor_recovers_after_a_kill_behind_its_typed_cl
     survived (the actor restarts from its store), and an actor gone for good is `ActorUnavailable`."""
     import ray
 
-    from actors import open_registry
-    from actors.client import ActorUnavailable
+    from actors.client import ActorUnavailable, open_registry
 
     namespace = f"vidforge-test-{uuid.uuid4().hex}"
     ray.init(num_cpus=1, include_dashboard=False, namespace=namespace)

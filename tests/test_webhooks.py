@@ -563,7 +563,7 @@ class Clock:
 
 
 def test_the_registry_writes_each_event_with_its_change_and_the_sweep_forgets_settled_ones(tmp_path):
-    from actors import TaskRegistry
+    from actors.task_registry import TaskRegistry
     from mcp_protocol.domain import Artifact, Succeeded
     from serve_app.config import Config
 
@@ -622,7 +622,7 @@ def test_the_registry_writes_each_event_with_its_change_and_the_sweep_forgets_se
 
 
 def test_the_registry_answers_the_dispatchers_wait_when_a_change_adds_events(tmp_path):
-    from actors import TaskRegistry
+    from actors.task_registry import TaskRegistry
     from serve_app.config import Config
 
     settings = Config(data_dir=str(tmp_path), sweep_interval_s=3600).registry_settings()

@@ -20,7 +20,9 @@ import uuid
 import pytest
 import ray
 
-from render_kernels import RenderSpec, plan_segments, probe
+from render_kernels.plan import plan_segments
+from render_kernels.probe import probe
+from render_kernels.spec import RenderSpec
 from serve_app.rendering import render_tasks
 from serve_app.rendering.render_tasks import FrameTally, SegmentTask, TallyRef
 from tests.harness import REPO

@@ -33,8 +33,8 @@ from mcp_protocol.envelope import VidforgeError, tool_error_result
 from mcp_protocol.imports import IMPORT_TASK_PREFIX, ImportedAsset, ImportJob, imported_result
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import now_ms
-from media_store import is_storage_fault
-from render_kernels import UnsupportedMedia
+from media_store.opening import is_storage_fault
+from render_kernels.errors import UnsupportedMedia
 from serve_app.config import Config
 from serve_app.importing.failures import ImportRefused, ImportUnavailable
 from serve_app.importing.sources import BucketSource, ImportSource, bucket_chunks

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import anyio
 
-from media_store import open_media_store
 from media_store.artifacts import ARTIFACTS
 from media_store.assets import ASSETS
+from media_store.opening import open_media_store
 from serve_app.importing.failures import ImportRefused
 from serve_app.importing.web_fetch import label_of, web_target
 from serve_app.media.assets import AssetTooLarge

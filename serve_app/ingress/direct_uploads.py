@@ -36,8 +36,8 @@ from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
 from mcp_protocol.timefmt import iso_ms
-from media_store import DirectTransfers, InvalidUpload
 from media_store.assets import blob_key
+from media_store.base import DirectTransfers, InvalidUpload
 from serve_app.config import Config
 from serve_app.ingress.review.capability import LinkRefused, ReviewCapability, ReviewSigner
 from serve_app.media.assets import Asset, AssetStore, new_asset_id

@@ -23,8 +23,9 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError, repair
-from media_store import InvalidUpload, is_storage_fault
-from render_kernels import UnsupportedMedia
+from media_store.base import InvalidUpload
+from media_store.opening import is_storage_fault
+from render_kernels.errors import UnsupportedMedia
 from render_kernels.limits import OverLimit
 from serve_app.ingress.direct_uploads import DirectUploads, DirectUploadsOff, UnknownUpload
 from serve_app.ingress.refusals import error_response

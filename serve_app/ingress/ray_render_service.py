@@ -20,15 +20,17 @@ from collections.abc import AsyncIterator, Callable
 
 import anyio
 
-from actors import QuotaExceeded, RegistryApi, SupervisorApi
+from actors.client import RegistryApi, SupervisorApi
+from actors.errors import QuotaExceeded
 from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
 from mcp_protocol.envelope import VidforgeError
-from media_store import is_storage_fault
 from media_store.artifacts import final_key, poster_key, preview_key, source_frame_key
-from render_kernels import RenderSpec, SourceInfo
+from media_store.opening import is_storage_fault
 from render_kernels.limits import OverLimit
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import RenderSpec
 from serve_app.config import Config
 from serve_app.handles import registry_client
 from serve_app.ingress.direct_uploads import DirectUploads

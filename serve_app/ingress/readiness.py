@@ -20,9 +20,9 @@ import logging
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from actors import RegistryApi, SupervisorApi
+from actors.client import RegistryApi, SupervisorApi
 from actors.held_records import StateHealth
-from media_store import MediaStore
+from media_store.base import MediaStore
 
 READY_TIMEOUT_S = 5.0
 PROBE_KEY = "readyz"  # a key nothing stores: asking its size reaches the store without writing to it

@@ -15,7 +15,7 @@ from werkzeug.http import parse_range_header
 
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
-from media_store import DirectTransfers, MediaStore
+from media_store.base import DirectTransfers, MediaStore
 
 STORAGE_RETRY_AFTER_S = 10  # a hint: a bucket or endpoint that stopped answering is often back within seconds
 

@@ -97,8 +97,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _assets_add(args: argparse.Namespace) -> int:
-    from media_store import StorageUrlError
-    from render_kernels import UnsupportedMedia
+    from media_store.opening import StorageUrlError
+    from render_kernels.errors import UnsupportedMedia
     from serve_app.config import Config
     from serve_app.ingress.auth import LOCAL_PRINCIPAL
     from serve_app.media.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge

@@ -14,12 +14,13 @@ import asyncio
 
 import ray
 
-from actors import RegistryApi
 from actors.backoff import Backoff
+from actors.client import RegistryApi
 from actors.handle import REGISTRY_NAME
 from actors.open_store import state_owned_elsewhere
-from media_store import MediaStore, StorageUrlError
+from media_store.base import MediaStore
 from media_store.hygiene import remove_leftovers
+from media_store.opening import StorageUrlError
 from serve_app.config import Config
 from serve_app.handles import media_store, registry_client
 from serve_app.ingress.auth import TokenFileError, check_bind_allowed, load_tokens

@@ -30,7 +30,8 @@ from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.errors import no_asset_at, source_not_found
 from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
 from media_store.assets import ASSETS, AssetIndex, blob_key, meta_key, read_meta
-from render_kernels import Media, SourceInfo
+from render_kernels.media_io import Media
+from render_kernels.source_info import SourceInfo
 from serve_app.config import Config
 from serve_app.handles import media_store
 from serve_app.media.media_facts import MediaFacts

@@ -25,7 +25,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from render_kernels import AudioInfo, Media, SourceInfo
+from render_kernels.media_io import Media
+from render_kernels.source_info import AudioInfo, SourceInfo
 
 
 class _Frozen(BaseModel):

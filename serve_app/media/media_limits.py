@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
-from render_kernels import UnsupportedMedia
+from render_kernels.errors import UnsupportedMedia
 from render_kernels.limits import MediaLimits, OverLimit
 from serve_app.config import Config
 from serve_app.media.media_facts import MediaFacts

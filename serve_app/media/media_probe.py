@@ -37,9 +37,12 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from render_kernels import Media, SourceInfo, UnsupportedMedia, image_size, probe, probe_image
+from render_kernels.errors import UnsupportedMedia
+from render_kernels.images import image_size, probe_image
 from render_kernels.limits import MediaLimits, OverLimit
-from render_kernels.media_io import Damaged, open_binary
+from render_kernels.media_io import Damaged, Media, open_binary
+from render_kernels.probe import probe
+from render_kernels.source_info import SourceInfo
 
 if TYPE_CHECKING:  # not at run time: every parser is a fresh worker that imports this module, and the settings
     # model (pydantic) would add 75 ms of CPU to each one's start

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from actors.actor_calls import ActorCall, ActorClient
-from render_kernels import Media
+from render_kernels.media_io import Media
 
 PARSER = "media parser"  # the actor, as its errors name it
 

@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import AbstractContextManager
 
-from media_store import DirectTransfers, MediaStore, StoredObject
-from render_kernels import Media
+from media_store.base import DirectTransfers, MediaStore, StoredObject
+from render_kernels.media_io import Media
 from serve_app.observability.catalog import STORAGE_ERRORS
 
 

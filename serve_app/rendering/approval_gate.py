@@ -15,8 +15,9 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import replace
 
-from render_kernels import RenderSpec, SourceInfo
 from render_kernels.preview import PREVIEW, PREVIEW_AT, SOURCE_FRAME
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import RenderSpec
 from serve_app.rendering.render_job import RenderHooks, RenderJob, RenderRejected, timed
 from serve_app.rendering.render_pool import RunQueue
 from serve_app.rendering.render_tasks import PROGRESS_INTERVAL_S, PicturesTask

@@ -22,7 +22,7 @@ from typing import Any
 
 from actors.actor_calls import ActorUnavailable
 from mcp_protocol.progress import MUXING, RENDERING, RenderProgress, SpeedMeter
-from render_kernels import SourceInfo
+from render_kernels.source_info import SourceInfo
 from serve_app.observability.catalog import SEGMENT_RETRIES, WORKER_LOSSES
 from serve_app.rendering.render_job import RenderHooks
 from serve_app.rendering.render_plan import Placement

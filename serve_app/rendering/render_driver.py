@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_protocol.progress import PROBING, RenderProgress
-from render_kernels import AudioStats, MuxStats, plan_stills
-from render_kernels.preview import PREVIEW, SOURCE_FRAME
+from render_kernels.audio import AudioStats
+from render_kernels.mux import MuxStats
+from render_kernels.preview import PREVIEW, SOURCE_FRAME, plan_stills
 from serve_app.observability.catalog import WORKER_LOSSES
 from serve_app.rendering.approval_gate import ApprovalGate, pictures_wanted
 from serve_app.rendering.frame_progress import FrameProgress

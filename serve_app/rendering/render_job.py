@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from mcp_protocol.progress import RenderProgress
-from media_store import LocalMediaStore, MediaStore
-from render_kernels import Media, RenderSpec, SourceInfo
+from media_store.base import MediaStore
+from media_store.local import LocalMediaStore
 from render_kernels.limits import MediaLimits
+from render_kernels.media_io import Media
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import RenderSpec
 from serve_app.config import Config
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds

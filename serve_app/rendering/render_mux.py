@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 
-from render_kernels import EncodedAudio, MuxStats
+from render_kernels.audio import EncodedAudio
+from render_kernels.mux import MuxStats
 from serve_app.rendering.frame_progress import FrameProgress
 from serve_app.rendering.render_pool import RunQueue
 from serve_app.rendering.render_tasks import MuxTask, TaskRef

@@ -40,17 +40,12 @@ from dataclasses import dataclass, replace
 import ray
 
 from mcp_protocol.progress import PLACEMENT_PREFIX
-from render_kernels import (
-    RenderSpec,
-    Segment,
-    SourceInfo,
-    choose_video_encoder,
-    plan_segments,
-    read_source,
-    segment_threads,
-)
 from render_kernels.decoders import NVDEC_DECODERS
-from render_kernels.spec import FORMAT_ENCODERS
+from render_kernels.encoders import choose_video_encoder, segment_threads
+from render_kernels.plan import Segment, plan_segments
+from render_kernels.reading import read_source
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import FORMAT_ENCODERS, RenderSpec
 from serve_app.media.media_probe import parse_isolated
 from serve_app.rendering.autoscaling import Bundle, ElasticCluster, bundle
 from serve_app.rendering.render_job import RenderJob

@@ -22,25 +22,17 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
 import ray
 
-from media_store import MediaStore
-from render_kernels import (
-    AudioStats,
-    EncodedAudio,
-    EncodedSegment,
-    Media,
-    MuxStats,
-    RenderSpec,
-    Segment,
-    SegmentStats,
-    SourceInfo,
-    Still,
-    choose_video_decoder,
-    choose_video_encoder,
-    encode_audio,
-    encode_segment,
-    mux_segments,
-    render_preview,
-)
+from media_store.base import MediaStore
+from render_kernels.audio import AudioStats, EncodedAudio, encode_audio
+from render_kernels.decoders import choose_video_decoder
+from render_kernels.encoders import choose_video_encoder
+from render_kernels.media_io import Media
+from render_kernels.mux import MuxStats, mux_segments
+from render_kernels.plan import Segment
+from render_kernels.preview import Still, render_preview
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import RenderSpec
+from render_kernels.video import EncodedSegment, SegmentStats, encode_segment
 from render_kernels.warm_up import warm_up
 
 # How often a render's tasks report their frames, and its driver reads them: twice per poll interval its clients

@@ -39,8 +39,7 @@ from dataclasses import replace
 
 import ray
 
-from actors import RegistryApi, SupervisorApi
-from actors.client import open_supervisor
+from actors.client import RegistryApi, SupervisorApi, open_supervisor
 from actors.driver_writes import CANCELLED_MESSAGE
 from actors.outage import until_state_answers
 from mcp_protocol.domain import (
@@ -61,7 +60,9 @@ from mcp_protocol.progress import RenderProgress
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.timefmt import now_ms
 from media_store.artifacts import discard, final_key, poster_key, preview_key, source_frame_key
-from render_kernels import MuxStats, RenderSpec, UnsupportedMedia, WatermarkSpec
+from render_kernels.errors import UnsupportedMedia
+from render_kernels.mux import MuxStats
+from render_kernels.spec import RenderSpec, WatermarkSpec
 from serve_app.config import Config
 from serve_app.handles import registry_client
 from serve_app.media.assets import AssetStore

@@ -25,7 +25,10 @@ from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar, cast
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from render_kernels import EncodedAudio, EncodedSegment, MuxStats, RenderSpec
+from render_kernels.audio import EncodedAudio
+from render_kernels.mux import MuxStats
+from render_kernels.spec import RenderSpec
+from render_kernels.video import EncodedSegment
 from serve_app.rendering.render_tasks import (
     AudioSummary,
     AudioTask,

@@ -3,7 +3,7 @@ the commit of the change that caused them) and where their deliveries stand."""
 
 from __future__ import annotations
 
-from actors import RegistryApi
+from actors.client import RegistryApi
 from mcp_protocol.webhook_events import Attempt, Backlog, Delivery
 
 

@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Route
 
 from mcp_protocol.domain import Artifact, Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError
-from media_store import is_storage_fault
+from media_store.opening import is_storage_fault
 from serve_app.config import Config
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
 from serve_app.ingress.review.links import CAPABILITY_PARAM, with_capability

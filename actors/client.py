@@ -95,6 +95,7 @@ class RegistryApi(Protocol):
 class SupervisorApi(Protocol):
     """What callers ask of the render supervisor (serve_app.rendering.supervisor.RenderSupervisor)."""
 
+    async def resumed(self) -> bool: ...
     async def ready(self) -> bool: ...
     async def start(self, task_id: str) -> None: ...
     async def cancel(self, task_id: str) -> None: ...
@@ -137,6 +138,7 @@ class RegistryClient(ActorClient):
 class SupervisorClient(ActorClient):
     """The cluster's render supervisor actor, as a `SupervisorApi`."""
 
+    resumed = ActorCall(SupervisorApi.resumed)
     ready = ActorCall(SupervisorApi.ready)
     start = ActorCall(SupervisorApi.start)
     cancel = ActorCall(SupervisorApi.cancel)

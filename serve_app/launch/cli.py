@@ -25,7 +25,13 @@ def _serve(args: argparse.Namespace) -> int:
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
     observe_process(config)
     from serve_app.launch.port_check import PortUnavailable, check_port
-    from serve_app.launch.startup import SETTINGS_ERRORS, check_media_from_worker, check_settings, start_backend
+    from serve_app.launch.startup import (
+        SETTINGS_ERRORS,
+        check_media_from_worker,
+        check_settings,
+        start_backend,
+        wait_for_warm_pool,
+    )
 
     try:
         media = check_settings(config)
@@ -82,6 +88,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"vidforge: {exc}", file=sys.stderr, flush=True)
         ray.shutdown()
         return 2
+    wait_for_warm_pool(config)
     metrics = f"{metrics_url} (Prometheus; series vidforge_*)" if metrics_url else "off (VIDFORGE_METRICS)"
     print(f"vidforge metrics: {metrics}", flush=True)
     print(f"vidforge MCP endpoint: http://{config.host}:{config.port}/mcp", flush=True)

@@ -34,7 +34,7 @@ from serve_app.ingress.ray_render_service import RayRenderService
 from serve_app.launch.metrics_endpoint import start_metrics_endpoint
 from serve_app.launch.port_check import BIND_ERRORS, PortUnavailable
 from serve_app.launch.review_key import with_review_key
-from serve_app.launch.startup import check_media_from_worker, check_settings, start_backend
+from serve_app.launch.startup import check_media_from_worker, check_settings, start_backend, wait_for_warm_pool
 from serve_app.observability.process import observe_process
 
 logger = logging.getLogger(__name__)
@@ -118,4 +118,6 @@ def app(args: Mapping[str, object]) -> Application:
     removed = start_backend(config, media)
     if any(removed.values()):
         logger.warning("vidforge: removed crash leftovers: %s", removed)
+    # Serve deploys the replicas only once this returns, so the pool is waited for first (`/readyz` would say so).
+    wait_for_warm_pool(config)
     return ingress(config)

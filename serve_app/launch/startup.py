@@ -4,7 +4,8 @@ Serve application builder that `serve deploy` and a KubeRay RayService call (ser
 First the settings that must not start are refused (`check_settings`), then, on the connected cluster, a bucket
 must answer a Ray worker (`check_media_from_worker`: what the ingress replicas and the render tasks will see, not
 only this process), then the cluster's singletons come up (`start_backend`: the registry, the render supervisor and,
-when there are webhooks to deliver, the dispatcher). Both are safe to repeat: the singletons are found when they
+when there are webhooks to deliver, the dispatcher), and once the ingress is deployed, the supervisor's warm pool is
+waited for (`wait_for_warm_pool`). Both are safe to repeat: the singletons are found when they
 already run, so a redeploy of the Serve config changes only the ingress.
 """
 
@@ -113,8 +114,9 @@ async def _start_singletons(config: Config, media: MediaStore, running: bool) ->
         removed = {}
     else:  # nothing can be in progress: what crashed writers left goes, every asset and known task's file stays
         removed = await remove_leftovers(media, registry.known_task_ids)
-    # Resumes renders that were in flight when the server last stopped, before accepting new ones.
-    await supervisor_client(config).ready()
+    # Resumes renders that were in flight when the server last stopped; its warm pool's first round goes on while
+    # the ingress deploys (`wait_for_warm_pool`).
+    await supervisor_client(config).resumed()
     # Delivers the webhook events pending in the registry's outbox, and every later one, apart from the requests:
     # started here when there is something to deliver, else by the first render given a destination
     # (serve_app.webhooks.host). With the review-link key: it mints the input_required event's link and derives
@@ -122,6 +124,13 @@ async def _start_singletons(config: Config, media: MediaStore, running: bool) ->
     if await _webhooks_to_deliver(registry):
         start_dispatcher(with_review_key(config), ReviewLinks)
     return removed
+
+
+def wait_for_warm_pool(config: Config) -> None:
+    """Return once the render supervisor is ready (RenderSupervisor.ready: its warm pool's first round's workers
+    started). Called after the ingress is deployed: the round and the replicas' start take seconds each and
+    neither needs the other, and a render asked for before the round ends waits for it in the supervisor."""
+    asyncio.run(supervisor_client(config).ready())
 
 
 async def _state_answers(registry: RegistryApi, location: str, said: bool) -> None:

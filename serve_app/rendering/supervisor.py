@@ -232,9 +232,15 @@ class RenderSupervisor:
         if self.warm_pool is not None:
             self._warming = asyncio.ensure_future(self.warm_pool.keep_warm(lambda: bool(self.running)))
 
+    async def resumed(self) -> bool:
+        """Returns once the renders in flight at this instance's start are (re)started."""
+        await self._resumed
+        return True
+
     async def ready(self) -> bool:
         """Returns once the renders in flight at this instance's start are (re)started and the warm pool's first
-        round's workers are ready: `vidforge serve` serves, and `/readyz` answers ready, only then."""
+        round's workers are ready: `vidforge serve` prints its endpoint, and `/readyz` answers ready, only then
+        (a render asked for sooner waits here, in `start`)."""
         await self._resumed
         if self.warm_pool is not None:
             await self.warm_pool.warm.wait()

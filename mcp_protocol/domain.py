@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.error_codes import ErrorCode, new_request_id
 from mcp_protocol.json_types import JSONObject
+from mcp_protocol.quality import QcReport
 
 OutputFormat = Literal["mp4", "webm", "mov"]
 Resolution = Literal["720p", "1080p", "4k"]
@@ -144,6 +145,9 @@ class Artifact(_Frozen):
     # display aspect). None in a record stored before it was kept.
     width: int | None = None
     height: int | None = None
+    # What the render's quality check found (mcp_protocol.quality); None with the check off, or in a record stored
+    # before it was made.
+    qc: QcReport | None = None
 
     @property
     def mime(self) -> str:

@@ -69,3 +69,8 @@ class RenderService(Protocol):
         """The finished video's poster JPEG; raises VidforgeError (resource_not_found) when there is none for this
         principal."""
         ...
+
+    async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
+        """The contact sheet JPEG of `rec`'s finished video (mcp_protocol.quality), for its result's `image` block;
+        None when it has none (no video, the quality check off, or the file gone)."""
+        ...

@@ -43,12 +43,13 @@ from mcp_protocol.catalog import (
     resource_templates,
     tool_definitions,
 )
-from mcp_protocol.domain import TaskRecord
+from mcp_protocol.domain import Succeeded, TaskRecord
 from mcp_protocol.elicitation import declared_modes
 from mcp_protocol.envelope import VidforgeError, as_mcp_error
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
 from mcp_protocol.imports import AssetImports, ImportTaskMethods, is_import_task
 from mcp_protocol.json_types import JSONObject
+from mcp_protocol.quality import QcReport
 from mcp_protocol.render_service import RenderService
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.tasks import (
@@ -83,6 +84,8 @@ RequestContext: TypeAlias = ServerRequestContext[Any, Request]
 _VIDEO_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)")
 _PREVIEW_URI = re.compile(r"vidforge://renders/(?P<id>[A-Za-z0-9_-]{1,128})/watermark-preview\.png")
 _POSTER_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/poster\.jpg")
+_CONTACT_SHEET_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/contact-sheet\.jpg")
+_QC_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/qc\.json")
 
 
 def discover_result() -> JSONObject:
@@ -268,6 +271,20 @@ class VidforgeServer:
                 data, mime = await self.service.read_preview(principal, match["id"]), "image/png"
             elif match := _POSTER_URI.fullmatch(uri):
                 data, mime = await self.service.read_poster(principal, match["id"]), "image/jpeg"
+            elif match := _CONTACT_SHEET_URI.fullmatch(uri):
+                rec, _ = await self._quality_checked(principal, match["id"])
+                if (sheet := await self.service.contact_sheet(rec)) is None:
+                    raise errors.resource_not_found(None, self.settings.result_retention_s)
+                data, mime = sheet, "image/jpeg"
+            elif match := _QC_URI.fullmatch(uri):
+                _, qc = await self._quality_checked(principal, match["id"])
+                report = {"uri": uri, "mimeType": "application/json", "text": json.dumps(qc.to_json(), indent=2)}
+                return {
+                    "resultType": "complete",
+                    "contents": [report],
+                    "ttlMs": RESOURCE_TTL_MS,
+                    "cacheScope": "private",
+                }
             else:
                 raise errors.resource_not_found(None, self.settings.result_retention_s)
         except VidforgeError as error:
@@ -276,6 +293,14 @@ class VidforgeServer:
             raise resource_error(unavailable.error(), uri) from None
         contents = {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode("ascii")}
         return {"resultType": "complete", "contents": [contents], "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
+
+    async def _quality_checked(self, principal: str, render_id: str) -> tuple[TaskRecord, QcReport]:
+        """`principal`'s finished render and its quality report; resource_not_found for any other (unknown, another
+        principal's, not finished, or finished without the check)."""
+        rec = await self.service.get_render(principal, render_id)
+        if rec is None or not isinstance(rec.end, Succeeded) or rec.end.artifact.qc is None:
+            raise errors.resource_not_found(None, self.settings.result_retention_s)
+        return rec, rec.end.artifact.qc
 
     def _task_methods(self, params: TaskParams) -> TaskMethods | ImportTaskMethods:
         return self.import_tasks if is_import_task(params.task_id) else self.tasks
@@ -341,15 +366,16 @@ class VidforgeServer:
         await send("notifications/subscriptions/acknowledged", {"notifications": honored})
         review_url = self.service.review_url
 
-        def detailed(rec: TaskRecord) -> JSONObject:
-            watch_url = self.service.watch_url(rec)
-            return views.detailed_task(rec, caller, self.settings.result_retention_s, review_url(rec), watch_url)
+        async def detailed(rec: TaskRecord) -> JSONObject:
+            watch_url, sheet = self.service.watch_url(rec), await self.service.contact_sheet(rec)
+            retention_s = self.settings.result_retention_s
+            return views.detailed_task(rec, caller, retention_s, review_url(rec), watch_url, sheet)
 
         ended: set[str] = set()  # the tasks whose terminal notification has been sent
         for task_id, rec in records.items():
             if rec.status.terminal:  # ended before the stream opened: the loop would never see it change
                 ended.add(task_id)
-                task = detailed(rec)
+                task = await detailed(rec)
                 task.pop("resultType")
                 await send("notifications/tasks", task)
         last_sent = {
@@ -369,7 +395,7 @@ class VidforgeServer:
                     continue
                 records[rec.task_id] = rec
                 versions[rec.task_id] = rec.version
-                task = detailed(rec)
+                task = await detailed(rec)
                 shown = (rec.status.value, str(task["statusMessage"]))
                 if shown != last_sent[rec.task_id]:
                     last_sent[rec.task_id] = shown

@@ -137,7 +137,8 @@ class TaskMethods:
         """`tasks/get` → the DetailedTask with `resultType: "complete"`, terminal payloads inline."""
         rec = await self._record(caller, headers, params.task_id)
         service, retention_s = self._service, self._settings.result_retention_s
-        return views.detailed_task(rec, caller, retention_s, service.review_url(rec), service.watch_url(rec))
+        sheet = await service.contact_sheet(rec)
+        return views.detailed_task(rec, caller, retention_s, service.review_url(rec), service.watch_url(rec), sheet)
 
     async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
         """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored. The keys are

@@ -26,12 +26,12 @@ from mcp_protocol.catalog import (
     STATUS_TOOL,
     capability_summary,
 )
-from mcp_protocol.domain import AnswerResult, RenderRequest, TaskRecord, TaskStatus
+from mcp_protocol.domain import AnswerResult, RenderRequest, Succeeded, TaskRecord, TaskStatus
 from mcp_protocol.envelope import VidforgeError, repair, tool_error_result
 from mcp_protocol.imports import AssetImports, ImportRequest, import_task_created
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService
-from mcp_protocol.results import end_result
+from mcp_protocol.results import end_result, with_quality
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.views import Caller
 from mcp_protocol.wire_settings import WireSettings
@@ -119,7 +119,8 @@ class ToolCalls:
             return with_metadata(views.accepted_result(rec, retention_s), metadata)
         # An idempotent replay of a finished render, without tasks: answer what the render ended with.
         if rec.status is TaskStatus.COMPLETED:
-            return with_metadata(end_result(rec, retention_s, self._service.watch_url(rec)), metadata)
+            result = end_result(rec, retention_s, self._service.watch_url(rec), await self._service.contact_sheet(rec))
+            return with_metadata(result, metadata)
         raise errors.render_cancelled(request, self._settings.idempotency_ttl_s)
 
     async def _get(self, caller: Caller, render_id: str) -> TaskRecord:
@@ -131,7 +132,12 @@ class ToolCalls:
     async def _status(self, caller: Caller, args: JSONObject) -> JSONObject:
         rec = await self._get(caller, RenderTarget.model_validate(args).render_id)
         service, retention_s = self._service, self._settings.result_retention_s
-        return _ok(views.render_status(rec, retention_s, service.review_url(rec), service.watch_url(rec)))
+        status = _ok(views.render_status(rec, retention_s, service.review_url(rec), service.watch_url(rec)))
+        if not isinstance(rec.end, Succeeded):
+            return status
+        # Clients without tasks read the video from here: the quality check's report and sheet ride along as they
+        # do on the render's result (the status's structuredContent is closed).
+        return with_quality(status, rec.task_id, rec.end.artifact, await service.contact_sheet(rec))
 
     async def _approve(self, caller: Caller, args: JSONObject) -> JSONObject:
         decision = ApprovalDecision.model_validate(args)

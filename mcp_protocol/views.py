@@ -101,7 +101,12 @@ def create_task_result(rec: TaskRecord, caller: Caller) -> JSONObject:
 
 
 def detailed_task(
-    rec: TaskRecord, caller: Caller, retention_s: int, review_url: str | None = None, watch_url: str | None = None
+    rec: TaskRecord,
+    caller: Caller,
+    retention_s: int,
+    review_url: str | None = None,
+    watch_url: str | None = None,
+    contact_sheet: bytes | None = None,
 ) -> JSONObject:
     """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params). An outstanding approval
     is asked in the elicitation mode this request declared (mcp_protocol.elicitation), or not at all; a finished
@@ -112,7 +117,8 @@ def detailed_task(
         mode = approval_mode(caller.elicitation, review_url) if rec.approval is None else None
         body["inputRequests"] = {rec.pending.key: approval_request(rec, mode, review_url)} if mode is not None else {}
     elif rec.status is TaskStatus.COMPLETED:
-        body["result"] = with_metadata(end_result(rec, retention_s, watch_url), rec.request.metadata)
+        result = end_result(rec, retention_s, watch_url, contact_sheet)
+        body["result"] = with_metadata(result, rec.request.metadata)
     return with_metadata(body, rec.request.metadata)
 
 
@@ -191,6 +197,8 @@ def render_status(
             out[key] = result[key]
         if watch_url is not None:
             out["status_message"] = f"{out['status_message']} Watch it in a browser: {watch_url}"
+        if (qc := rec.end.artifact.qc) is not None:
+            out["status_message"] = f"{out['status_message']} {qc.sentence()}"
     elif state is FallbackState.FAILED:
         out["error"] = error_envelope_of(rec)
     if rec.pending is not None:

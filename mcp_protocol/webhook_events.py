@@ -152,6 +152,8 @@ def events_for(before: TaskRecord | None, after: TaskRecord, *, retention_s: int
         "metadata": dict(after.request.metadata or {}),
         "render": status,
     }
+    if isinstance(after.end, Succeeded) and (qc := after.end.artifact.qc) is not None:
+        body["qc"] = qc.to_json()  # the video's quality check: its verdict, reasons and findings (mcp_protocol.quality)
     review = ReviewRound(input_seq=after.input_seq, pending=after.pending) if after.pending is not None else None
     return [
         OutboxEvent(

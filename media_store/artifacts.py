@@ -1,8 +1,8 @@
 """Where a render's files live, and how they go:
-`artifacts/<render_id>/{final.<ext>, poster.jpg, watermark-preview.png, source-frame.png}`.
+`artifacts/<render_id>/{final.<ext>, poster.jpg, contact-sheet.jpg, watermark-preview.png, source-frame.png}`.
 
 The render driver writes them (the mux through MediaStore.staged + put_file, with the poster, a frame of the finished
-video, just before it; the preview and the source's first frame, which the review page shows beside it, with
+video, and the contact sheet of its quality check just before it; the preview and the source's first frame, which the review page shows beside it, with
 put_bytes);
 the supervisor discards them when a render does not complete; the registry's retention sweep deletes them
 with their task. Nothing else knows this layout.
@@ -18,6 +18,7 @@ ARTIFACTS = "artifacts"
 PREVIEW_NAME = "watermark-preview.png"
 SOURCE_FRAME_NAME = "source-frame.png"
 POSTER_NAME = "poster.jpg"
+CONTACT_SHEET_NAME = "contact-sheet.jpg"
 
 
 def artifact_prefix(render_id: str) -> str:
@@ -40,6 +41,10 @@ def poster_key(render_id: str) -> str:
     return artifact_prefix(render_id) + POSTER_NAME
 
 
+def contact_sheet_key(render_id: str) -> str:
+    return artifact_prefix(render_id) + CONTACT_SHEET_NAME
+
+
 def discard(media: MediaStore, render_id: str) -> None:
     """Drop everything a render wrote (cancel, reject, failure): no partial artifact survives."""
     media.delete_prefix(artifact_prefix(render_id))
@@ -48,10 +53,10 @@ def discard(media: MediaStore, render_id: str) -> None:
 def delete_renders(media: MediaStore, renders: Iterable[tuple[str, str | None]]) -> None:
     """The retention sweep's deletion, in one batch (a request per thousand files on a bucket): each (render
     id, video extension) loses its preview and source frame and, with an extension (it completed with a video), its
-    video and the video's poster."""
+    video, the video's poster and its contact sheet."""
     keys = []
     for render_id, ext in renders:
         keys += [preview_key(render_id), source_frame_key(render_id)]
         if ext is not None:
-            keys += [final_key(render_id, ext), poster_key(render_id)]
+            keys += [final_key(render_id, ext), poster_key(render_id), contact_sheet_key(render_id)]
     media.delete(keys)

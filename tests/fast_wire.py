@@ -42,8 +42,9 @@ from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Artifact, Cancelled, RenderEnd, Succeeded, TaskRecord
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.progress import RENDERING
+from mcp_protocol.quality import QcReport
 from mcp_protocol.server import VidforgeServer
-from media_store.artifacts import final_key, preview_key
+from media_store.artifacts import contact_sheet_key, final_key, preview_key
 from serve_app.config import Config
 from serve_app.importing.desk import ImportDesk
 from serve_app.importing.service import DeskImports
@@ -225,16 +226,27 @@ class FastWire:
         self.service.assets.media.put_bytes(preview_key(task_id), _png())
         return self.run(self.registry.request_input(task_id, self.config.approval_timeout_s))
 
-    def succeed(self, task_id: str, data: bytes = b"\x00" * 64, duration_s: float = 2.0) -> TaskRecord | None:
-        """The finished file stored, then published with the completion (`RenderSupervisor._complete`)."""
+    def succeed(
+        self,
+        task_id: str,
+        data: bytes = b"\x00" * 64,
+        duration_s: float = 2.0,
+        qc: QcReport | None = None,
+        contact_sheet: bytes | None = None,
+    ) -> TaskRecord | None:
+        """The finished file stored (with `contact_sheet`, its quality check's sheet, as the mux writes it), then
+        published with the completion (`RenderSupervisor._complete`), `qc` its quality report."""
         rec = self.run(self.registry.get_any(task_id))
         assert rec is not None
         self.service.assets.media.put_bytes(final_key(task_id, rec.request.output_format), data)
+        if contact_sheet is not None:
+            self.service.assets.media.put_bytes(contact_sheet_key(task_id), contact_sheet)
         artifact = Artifact(
             ext=rec.request.output_format,
             size_bytes=len(data),
             duration_s=duration_s,
             finished_at_ms=rec.created_at_ms + 60_000,
+            qc=qc,
         )
         return self.run(self.registry.finish(task_id, Succeeded(artifact=artifact), message="Render complete."))
 

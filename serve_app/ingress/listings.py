@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mcp_protocol import errors
-from mcp_protocol.domain import TaskRecord
+from mcp_protocol.domain import Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError, repair
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import iso_ms
@@ -89,12 +89,16 @@ class Listings:
         self.retention_s = config.result_retention_s
 
     def render_item(self, rec: TaskRecord) -> JSONObject:
-        """The status tool's view of the render (mcp_protocol.views.render_status), with its creation and request."""
-        return {
+        """The status tool's view of the render (mcp_protocol.views.render_status), with its creation and request,
+        and a finished video's quality report (mcp_protocol.quality)."""
+        item: JSONObject = {
             **render_status(rec, self.retention_s, self.service.review_url(rec), self.service.watch_url(rec)),
             "created_at": iso_ms(rec.created_at_ms),
             "request": rec.request.arguments(with_key=False),
         }
+        if isinstance(rec.end, Succeeded) and (qc := rec.end.artifact.qc) is not None:
+            item["qc"] = qc.to_json()
+        return item
 
     async def assets(self, request: Request) -> Response:
         try:

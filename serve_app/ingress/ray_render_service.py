@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 
 import anyio
@@ -24,9 +25,9 @@ from actors.client import RegistryApi, SupervisorApi
 from actors.errors import QuotaExceeded
 from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
-from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
+from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError
-from media_store.artifacts import final_key, poster_key, preview_key, source_frame_key
+from media_store.artifacts import contact_sheet_key, final_key, poster_key, preview_key, source_frame_key
 from media_store.opening import is_storage_fault
 from render_kernels.limits import OverLimit
 from render_kernels.source_info import SourceInfo
@@ -50,6 +51,9 @@ from serve_app.webhooks.host import DeliveryStart
 from serve_app.webhooks.submission import NotifyTargets
 
 REGISTRY_RETRY_AFTER_S = 5  # a hint: a restarted registry answers within seconds
+# Contact sheets a replica keeps in memory (each at most ~150 KB): a finished render's result, which carries its
+# sheet, is read again by every tasks/get and status poll of it, and a sheet never changes.
+CONTACT_SHEETS_KEPT = 32
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +99,7 @@ class RegistryRenderService:
         self.review_links = ReviewLinks(config)
         self.watch_links = WatchLinks(config)
         self.notify_targets = NotifyTargets(config, on_destination=on_destination)
+        self._contact_sheets: OrderedDict[str, bytes] = OrderedDict()  # the last CONTACT_SHEETS_KEPT read
         transfers = self.assets.media.direct_transfers
         self.direct_uploads = DirectUploads(config, self.assets, transfers)
         # Downloads straight from the bucket (VIDFORGE_DIRECT_TRANSFERS); None: the replica serves the bytes.
@@ -209,6 +214,21 @@ class RegistryRenderService:
         if await self.registry.get_artifact(principal, render_id) is None:
             raise self.artifact_missing(render_id)
         return await self._read(poster_key(render_id), render_id)
+
+    async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
+        if not isinstance(rec.end, Succeeded) or rec.end.artifact.qc is None:
+            return None
+        if (sheet := self._contact_sheets.get(rec.task_id)) is not None:
+            self._contact_sheets.move_to_end(rec.task_id)
+            return sheet
+        try:
+            sheet = await self._read(contact_sheet_key(rec.task_id), rec.task_id)
+        except VidforgeError:  # gone, or the store out of reach (logged): the result goes out with its link only
+            return None
+        self._contact_sheets[rec.task_id] = sheet
+        if len(self._contact_sheets) > CONTACT_SHEETS_KEPT:
+            self._contact_sheets.popitem(last=False)
+        return sheet
 
     async def _read(self, key: str, render_id: str) -> bytes:
         """The object's bytes; resource_not_found when there is none, and a store that does not answer as the

@@ -28,6 +28,10 @@ TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
 RETRY_AFTER_S = 5  # VIDFORGE_BUSY_RETRY_AFTER_S default
 LIST_CHANGES = {"toolsListChanged": True}
 DEADLINE_S = 120
+# How long the small server holds a listen stream that cannot fire (VIDFORGE_LISTEN_IDLE_S): the idle test waits it
+# out, and the queue test's two streams hold both request slots that long, far longer than its two requests take
+# to be answered (~1 s).
+LISTEN_IDLE_S = 8
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +59,7 @@ def small_server(tmp_path_factory):
     env = {
         "VIDFORGE_MAX_ONGOING_REQUESTS": "2",
         "VIDFORGE_MAX_QUEUED_REQUESTS": "1",
-        "VIDFORGE_LISTEN_IDLE_S": "20",
+        "VIDFORGE_LISTEN_IDLE_S": str(LISTEN_IDLE_S),
         "VIDFORGE_MAX_DOWNLOADS": "0",
     }
     data_dir = tmp_path_factory.mktemp("limits-small") / "data"

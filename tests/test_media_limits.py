@@ -26,6 +26,8 @@ from tests.test_pathological_media import (
 pytestmark = pytest.mark.ray
 
 FAULT = "VIDFORGE-TEST-FAULT:"
+PARSE_TIMEOUT_S = 5
+RENDER_TIMEOUT_S = 10
 LIMITS = {
     "VIDFORGE_MAX_SOURCE_DURATION_S": "4",
     "VIDFORGE_MAX_FRAME_PIXELS": str(320 * 240),
@@ -34,10 +36,13 @@ LIMITS = {
     # High enough that a 16k x 16k PNG reaches the decoder, so the parse's memory limit is what stops it.
     "VIDFORGE_MAX_IMAGE_PIXELS": str(300_000_000),
     "VIDFORGE_PARSE_MEMORY_BYTES": str(256 * 1024**2),
-    "VIDFORGE_PARSE_TIMEOUT_S": "20",
+    # What the hanging parse waits out. Every parse here takes well under a second (the memory bomb's 0.02 s, the tiny
+    # packets' 0.1 s), timed from the parser's start, so none comes near it on a loaded machine.
+    "VIDFORGE_PARSE_TIMEOUT_S": str(PARSE_TIMEOUT_S),
     "VIDFORGE_TEST_PARSE_FAULT_PREFIX": FAULT,
-    # Far more than a 1 s render needs to reach its approval request, so the test sees it held there first.
-    "VIDFORGE_RENDER_TIMEOUT_S": "30",
+    # Far more than a 1 s render needs to reach its approval request (well under a second; a few on a loaded
+    # machine), so the test sees it held there first; then what it waits out.
+    "VIDFORGE_RENDER_TIMEOUT_S": str(RENDER_TIMEOUT_S),
 }
 
 
@@ -128,7 +133,7 @@ def test_parser_crash_and_hang_fail_only_their_own_upload(server, media):
     crash = refusal(server, post(server, FAULT.encode() + b"abort"), 415, "unsupported_codec")
     assert crash == "the media parser crashed reading this file"
     hang = refusal(server, post(server, FAULT.encode() + b"hang"), 422, "media_limit_exceeded")
-    assert hang == "reading the file took longer than 20 s (VIDFORGE_PARSE_TIMEOUT_S)"
+    assert hang == f"reading the file took longer than {PARSE_TIMEOUT_S} s (VIDFORGE_PARSE_TIMEOUT_S)"
     # The server, and parsing for everyone else, go on as before.
     assert Wire(server.url).result("tools/list")["tools"]
     assert upload(server, make_clip(str(media / "fine.mp4"), seconds=1, audio=False)).startswith("vidforge://")
@@ -181,7 +186,7 @@ def test_a_render_held_past_the_time_limit_ends_as_render_timeout_without_files(
     assert error["code"] == "render_timeout" and error["temporary"] is False and error["retry_after_ms"] is None
     assert error["details"] == {
         "field": None,
-        "reason": "the render took longer than the 30 s limit (VIDFORGE_RENDER_TIMEOUT_S)",
+        "reason": f"the render took longer than the {RENDER_TIMEOUT_S} s limit (VIDFORGE_RENDER_TIMEOUT_S)",
     }
     assert not (server.data_dir / "artifacts" / task_id).exists()  # the preview went with the render
 

@@ -30,6 +30,13 @@ from tests.media import decode_all, make_clip, make_watermark_png
 pytestmark = pytest.mark.ray
 
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}  # also the shared server's (conftest.py)
+LONG_CLIP_S = 60
+LONG_FRAMES = LONG_CLIP_S * 30  # make_clip's 30 fps
+# short_server's approval window, and its task TTL (from creation), which the expiry test waits out: it covers the
+# preview (~1.3 s on the idle 2-core machine, a few seconds loaded) and the approval window before the approval times
+# out, and the other test's unwatermarked render (~2 s), whose tasks/get must answer until it has completed.
+APPROVAL_TIMEOUT_S = 3
+TASK_TTL_MS = 15_000
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +49,10 @@ def media(tmp_path_factory):
     root = tmp_path_factory.mktemp("media")
     return {
         "clip": make_clip(str(root / "clip.mp4"), seconds=3.0, width=320, height=180, audio=True),
-        # Two minutes of tiny frames: cheap to make, ~3 600 frames of 720p to encode, so a render of it is
-        # still encoding long after the cancel tests catch it mid-way (no race with completion).
-        "long": make_clip(str(root / "long.mp4"), seconds=120.0, width=160, height=90, audio=True),
+        # A minute of tiny frames: cheap to make, 1 800 frames of 720p to encode (~15 s on the idle 2-core machine),
+        # so a render of it is still encoding long after the cancel tests catch it mid-way, within a second of its
+        # first frame (no race with completion).
+        "long": make_clip(str(root / "long.mp4"), seconds=LONG_CLIP_S, width=160, height=90, audio=True),
         "logo": make_watermark_png(str(root / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255)),
         "text": str(_write(root / "notes.txt", b"not an image")),
     }
@@ -236,7 +244,8 @@ def test_cancel_during_rendering_and_during_approval(server, assets):
     mid_way = poll_task(
         wire, running, lambda t: t["status"] == "working" and "(frame " in t["statusMessage"], timeout=120
     )
-    assert "(frame 3600/3600)" not in mid_way["statusMessage"]  # caught while encoding, not at the end
+    # caught while encoding, not at the end
+    assert f"(frame {LONG_FRAMES}/{LONG_FRAMES})" not in mid_way["statusMessage"]
     assert wire.task("tasks/cancel", running)["result"]["resultType"] == "complete"
     assert poll_task(wire, running, lambda t: t["status"] in TERMINAL)["status"] == "cancelled"
     assert not os.path.exists(server.data_dir / "artifacts" / running)
@@ -356,8 +365,8 @@ def test_cold_start_with_only_discovery(server, assets):
 def short_server(tmp_path_factory):
     env = {
         "VIDFORGE_POLL_INTERVAL_MS": "500",
-        "VIDFORGE_APPROVAL_TIMEOUT_S": "4",
-        "VIDFORGE_TASK_TTL_MS": "30000",  # from creation: covers the preview and the 4 s window on a loaded machine
+        "VIDFORGE_APPROVAL_TIMEOUT_S": str(APPROVAL_TIMEOUT_S),
+        "VIDFORGE_TASK_TTL_MS": str(TASK_TTL_MS),
         "VIDFORGE_MAX_CONCURRENT_RENDERS": "1",
         "VIDFORGE_SWEEP_INTERVAL_S": "0.5",
         "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": "1000",
@@ -432,8 +441,8 @@ def test_limits_isolation_and_download_fallback(short_server, media):
     assert httpx.get(url, headers={"Authorization": "Bearer tok-alice"}).status_code == 200
     # the capability summary states this operator's TTL and approval window, not the defaults
     caps = wire.tool("vidforge_get_capabilities", {})["structuredContent"]
-    assert caps["task_semantics"]["task_ttl_ms"] == 30000
-    assert "4 seconds" in caps["negotiated_capabilities"]["fallbacks"]["approval_never_arrives"]
+    assert caps["task_semantics"]["task_ttl_ms"] == TASK_TTL_MS
+    assert f"{APPROVAL_TIMEOUT_S} seconds" in caps["negotiated_capabilities"]["fallbacks"]["approval_never_arrives"]
     # subscribing to tasks needs the extension on that request
     listen = client(short_server, tasks=False).call("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
     assert listen["error"]["code"] == -32021

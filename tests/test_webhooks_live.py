@@ -5,6 +5,8 @@ the registry's outbox, through the dispatcher actor. Short clips: the renders ta
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -22,6 +24,11 @@ RENDER = "vidforge_render_video"
 TOKEN, PRINCIPAL, SECRET = "tok-hooks", "hooks", "whsec_live"
 METADATA = {"order": "o-42", "user": "u-7"}
 DELIVERY_S = 120  # a render of a short clip, then a delivery (a retry after a restart: seconds of backoff)
+# The clip a cancel or a kill must find still rendering: 1 200 frames to encode at 720p (~12 s on the 2-core machine,
+# as long again after a restart, which renders it from the start), where the kill comes 2.5-5 s after the render starts
+# (the dispatcher's start, asked for by the render's create). Its length is not what the tests check: the longer it is,
+# the longer the restarted server takes to render it.
+LONG_CLIP_S = 40.0
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +38,12 @@ def ca(tmp_path_factory) -> CertificateAuthority:
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> dict[str, str]:
-    """The clips the first two tests upload, made once: a short one that renders in seconds, and a long one (two
-    minutes, ~5 CPU-s to make) that a cancel or a kill reaches long before its end."""
+    """The clips the tests upload, made once: a short one that renders in seconds, and a long one (LONG_CLIP_S, ~2
+    CPU-s to make) that a cancel, sent right after the render's create, or a kill reaches long before its end."""
     root = tmp_path_factory.mktemp("webhook-live-media")
     return {
         "short": make_clip(str(root / "short.mp4"), seconds=1.0, width=160, height=90),
-        "long": make_clip(str(root / "long.mp4"), seconds=120.0, width=160, height=90),
+        "long": make_clip(str(root / "long.mp4"), seconds=LONG_CLIP_S, width=160, height=90),
     }
 
 
@@ -151,14 +158,16 @@ def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_r
             back.stop()
 
 
-def test_a_render_with_a_destination_running_when_the_server_is_killed_is_delivered_after_its_restart(tmp_path, ca):
+def test_a_render_with_a_destination_running_when_the_server_is_killed_is_delivered_after_its_restart(
+    tmp_path, ca, clips
+):
     """Nothing pending in the outbox at the restart, but a render that will notify is still running: the restarted
     server starts the dispatcher (it starts none while nothing may be delivered), and the render's end arrives."""
     receiver = Receiver(ca)
     server = hooked_server(tmp_path, ca).start()
     try:
         wire = Wire(server.url, token=TOKEN)
-        long = upload(server, make_clip(str(tmp_path / "long.mp4"), seconds=60.0, width=160, height=90), TOKEN)
+        long = upload(server, clips["long"], TOKEN)
         render_id = render(wire, long, receiver.url("/hook"))
         wait_until(
             lambda: (
@@ -171,10 +180,13 @@ def test_a_render_with_a_destination_running_when_the_server_is_killed_is_delive
         wire.close()
         wait_until(lambda: dispatchers(server), DELIVERY_S, message="the dispatcher started by the render")
         assert deliveries(server) == []
+        killed_at = int(time.time())  # whole seconds, as the event's created_at
         server.kill()  # SIGKILL: the server, its Ray, the render and the dispatcher
         server.start()
         (ended,) = wait_until(lambda: bodies(receiver, render_id), 4 * DELIVERY_S, message="render.completed")
         assert ended["type"] == "render.completed" and ended["state"] == "succeeded"
+        # It ended after the kill: the render was still running then, and the restarted server rendered it again.
+        assert datetime.fromisoformat(ended["created_at"]).timestamp() >= killed_at, (ended["created_at"], killed_at)
     finally:
         server.kill()
         receiver.stop()

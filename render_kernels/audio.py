@@ -12,6 +12,8 @@ from av.audio.resampler import AudioResampler
 
 from .errors import UnsupportedMedia
 from .media_io import Media, describe, main_audio_stream, open_input
+from .qc.audio_checks import AudioChecks
+from .qc.findings import AudioQc, QcThresholds
 
 AAC_BIT_RATE = 160_000
 OPUS_BIT_RATE = 128_000
@@ -45,9 +47,10 @@ class EncodedAudio:
     layout: str
     extradata: bytes | None
     stats: AudioStats = field(default_factory=AudioStats)
+    qc: AudioQc | None = None  # what quality control found, when encode_audio was asked for it
 
 
-def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
+def encode_audio(source_path: Media, output_format: str, qc: QcThresholds | None = None) -> EncodedAudio | None:
     """Decode, resample and encode the source's main audio track; None when the source has no audio.
 
     The track is probe.main_audio_stream's (the default-disposition one, else the first), the one whose facts
@@ -56,6 +59,10 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
     stereo stays stereo; more channels (5.1, 7.1, ...) are downmixed to stereo (DOWNMIX_OPTIONS). The track
     starts with the video (its first sample is laid at time 0): the source's audio/video start offset, if
     any, is not preserved.
+
+    `qc` asks for quality control of the track (qc.audio_checks.AudioChecks, by these thresholds): clipped samples
+    counted in the audio as decoded from the source, silence and loudness measured on the audio the encoder is
+    given (downmixed and resampled). None: none, at no cost.
     """
     started = time.perf_counter()
     codec = "libopus" if output_format == "webm" else "aac"
@@ -102,6 +109,7 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
             extradata=None,
         )
         samples = 0
+        checks = AudioChecks(qc) if qc is not None else None
 
         def encode(chunks: Iterable[av.AudioFrame | None]) -> None:
             nonlocal samples
@@ -109,6 +117,8 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
                 if chunk is not None:  # sample-counted timestamps, gap-free from 0
                     chunk.pts, chunk.time_base = samples, encoder.time_base
                     samples += chunk.samples
+                    if checks is not None:
+                        checks.push(chunk)
                 for packet in encoder.encode(chunk):
                     assert packet.pts is not None and packet.dts is not None  # an encoder's packets are timed
                     out.packets.append(bytes(packet))
@@ -117,6 +127,8 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
 
         try:
             for frame in container.decode(stream):
+                if checks is not None:
+                    checks.source(frame)
                 frame.pts = None  # timestamps are re-derived from sample counts above
                 encode(resampler.resample(frame))
         except av.FFmpegError as err:
@@ -124,5 +136,7 @@ def encode_audio(source_path: Media, output_format: str) -> EncodedAudio | None:
         encode(resampler.resample(None))
         encode([None])
     out.extradata = encoder.extradata
+    if checks is not None:
+        out.qc = checks.result()
     out.stats = AudioStats(time.perf_counter() - started, samples)
     return out

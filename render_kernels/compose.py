@@ -14,7 +14,7 @@ is SIMD code: ~0.25 ms a 720p frame, a quarter of a numpy rotation). The scaler 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -191,7 +191,9 @@ class FramePipeline:
     so a quarter-turned source is scaled to height x width and then turned. `field_order` other than
     "progressive" deinterlaces (with that parity); then a picture comes out only once the next frame is in, so
     frames go through `pictures`, which ends the input. `__call__` takes one progressive frame. The scaler
-    works in `threads` threads (0: as many as the machine has CPUs).
+    works in `threads` threads (0: as many as the machine has CPUs). `before_watermark`, when given, sees each
+    picture at the output size, upright, before the watermark is blended into it (quality control measures the
+    picture itself: a watermark must not hide a black intro); it must not change the picture.
     """
 
     def __init__(
@@ -204,9 +206,11 @@ class FramePipeline:
         hflip: bool = False,
         field_order: str = "progressive",
         threads: int = 0,
+        before_watermark: Callable[[av.VideoFrame], None] | None = None,
     ) -> None:
         self.width, self.height = width, height
         self.threads = threads
+        self.before_watermark = before_watermark
         self.scaled_size = (height, width) if rotation in (90, 270) else (width, height)  # before turning
         self._scaler = VideoReformatter()
         turns = ORIENTATION_FILTERS[(rotation, hflip)]
@@ -227,9 +231,12 @@ class FramePipeline:
         watermark: WatermarkSpec | None,
         colorspace: int,
         threads: int = 0,
+        before_watermark: Callable[[av.VideoFrame], None] | None = None,
     ) -> FramePipeline:
         """The pipeline for `info`'s source: turned as its display matrix says, deinterlaced when interlaced."""
-        return cls(width, height, watermark, colorspace, info.rotation, info.hflip, info.field_order, threads)
+        return cls(
+            width, height, watermark, colorspace, info.rotation, info.hflip, info.field_order, threads, before_watermark
+        )
 
     def pictures(self, frames: Iterable[av.VideoFrame]) -> Iterator[av.VideoFrame]:
         """One output picture per frame of `frames`, in order (all of them: the input is ended after the last)."""
@@ -245,6 +252,8 @@ class FramePipeline:
         )
         if self._orienter is not None:
             (picture,) = self._orienter.push(picture)  # these filters give one frame per frame, at once
+        if self.before_watermark is not None:
+            self.before_watermark(picture)
         if self.watermark is not None:
             picture.make_writable()  # unscaled frames are the decoder's own (possibly shared) buffers
             self.watermark.apply(picture)

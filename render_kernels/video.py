@@ -18,6 +18,8 @@ from .frames import DECODER_THREADS, frames_from, open_video
 from .media_io import Media
 from .plan import Segment
 from .preview import Still, png_of
+from .qc.findings import QcRequest, SegmentQc
+from .qc.segment_checks import SegmentChecks
 from .source_info import SourceInfo, frame_rate
 from .spec import RenderSpec
 
@@ -52,6 +54,7 @@ class EncodedSegment:
     frame_count: int
     extradata: bytes | None
     stats: SegmentStats = field(default_factory=SegmentStats)
+    qc: SegmentQc | None = None  # what quality control found, when encode_segment was asked for it
 
 
 def encode_segment(
@@ -62,6 +65,7 @@ def encode_segment(
     on_frame: Callable[[int], None] | None = None,
     stills: Sequence[Still] = (),
     on_still: Callable[[str, bytes], None] | None = None,
+    qc: QcRequest | None = None,
 ) -> EncodedSegment:
     """Encode the segment's frames with a fresh encoder (so its first frame is a keyframe).
 
@@ -77,6 +81,9 @@ def encode_segment(
     should set it once for the render, since mux_segments needs every segment from the same encoder.
     `spec.video_decoder` (an NVDEC decoder) decodes and downscales on the GPU instead; the same frames come
     out, at the output size.
+
+    `qc` asks for quality control of the segment (qc.segment_checks: black and frozen runs, fidelity samples,
+    tiles), measured on the frames the loop holds; it leaves the packets as they are. None: none, at no cost.
     """
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
@@ -97,6 +104,7 @@ def encode_segment(
         extradata=encoder.extradata,
     )
     encode_s = 0.0
+    checks: SegmentChecks | None = None
 
     def collect(packets: Iterable[av.Packet[av.VideoStream]]) -> None:
         for packet in packets:
@@ -108,13 +116,25 @@ def encode_segment(
 
     with open_video(source_path, spec.segment_threads or DECODER_THREADS) as (container, stream):
         colorspace = stream.codec_context.colorspace
-        pipeline = FramePipeline.for_source(info, width, height, spec.watermark, colorspace, spec.segment_threads or 0)
+        if qc is not None:
+            checks = SegmentChecks(qc, segment, frame_rate(info.fps), codec, encoder.extradata, colorspace)
+        pipeline = FramePipeline.for_source(
+            info,
+            width,
+            height,
+            spec.watermark,
+            colorspace,
+            spec.segment_threads or 0,
+            checks.before_watermark if checks is not None else None,
+        )
         # A GPU decoder may scale (not turn); interlaced frames must reach the deinterlacer at their own size.
         decode_size = (info.width, info.height) if pipeline.deinterlaces else pipeline.scaled_size
         decoder = open_video_decoder(stream, spec.video_decoder, *decode_size)
         frames = frames_from(container, stream, info, segment.keyframe_s, decoder)
         # The lead-in (the frames between the keyframe and the segment's first) is decoded and dropped.
         wanted: Iterable[av.VideoFrame] = islice(frames, segment.lead_in, segment.lead_in + segment.frame_count)
+        if checks is not None:
+            wanted = checks.source(wanted)
         marked = {still.offset: still.name for still in stills if still.marked}
         unmarked = [still for still in stills if not still.marked]
         if unmarked and on_still is not None:
@@ -124,10 +144,15 @@ def encode_segment(
                 on_still(name, png_of(picture, colorspace))
             picture.pts = out.frame_count
             picture.time_base = tb
+            if checks is not None:
+                checks.sent(picture)
             out.frame_count += 1
             t = time.perf_counter()
-            collect(encoder.encode(picture))
+            packets = encoder.encode(picture)
+            collect(packets)
             encode_s += time.perf_counter() - t
+            if checks is not None:
+                checks.packets(packets)
             if on_frame is not None:
                 on_frame(out.frame_count)
     if out.frame_count < segment.frame_count:  # a segment never comes out short: the file lost frames since probe
@@ -136,8 +161,12 @@ def encode_segment(
             f"{segment.start_frame + segment.frame_count - 1} are missing"
         )
     t = time.perf_counter()
-    collect(encoder.encode(None))
+    packets = encoder.encode(None)
+    collect(packets)
     encode_s += time.perf_counter() - t
+    if checks is not None:
+        checks.packets(packets)
+        out.qc = checks.result()
 
     wall_s = time.perf_counter() - started
     out.stats = SegmentStats(wall_s - encode_s, encode_s, wall_s, out.frame_count / wall_s if wall_s else 0.0)

@@ -1,9 +1,9 @@
 """The discovery surface, loaded once from the JSON files the contract prints.
 
-The six tool definitions and the capability summary are data, kept in `catalog/` as the contract prints them,
+The tool definitions and the capability summary are data, kept in `catalog/` as the contract prints them,
 so the wire matches the contract and `tools/list` is identical across calls and restarts
 ([9.deterministic-order]). Where the contract's text names a configurable duration (the approval window,
-result retention, the task TTL, the idempotency window, the import's time limit), the file holds a `${name}`
+result retention, the task TTL, the idempotency window, the import's time limit, an inspection's bounds), the file holds a `${name}`
 placeholder, filled from the operator's settings: with the defaults the text is the contract's, and it never
 promises what the server does not do.
 """
@@ -31,6 +31,7 @@ APPROVE_TOOL = "vidforge_approve_watermark"
 CANCEL_TOOL = "vidforge_cancel_render"
 CAPABILITIES_TOOL = "vidforge_get_capabilities"
 IMPORT_TOOL = "vidforge_import_asset"
+INSPECT_TOOL = "vidforge_inspect_video"
 
 CAPABILITIES_URI = "vidforge://capabilities"
 VIDEO_URI_TEMPLATE = "vidforge://videos/{render_id}/final.{ext}"
@@ -49,6 +50,9 @@ def durations(settings: WireSettings) -> dict[str, str]:
         "idempotency_window": duration_text(settings.idempotency_ttl_s),
         "idempotency_window_short": duration_short(settings.idempotency_ttl_s),
         "import_window": duration_text(settings.import_timeout_s),
+        "inspect_answer_max": duration_text(settings.inspect_answer_max_s),
+        "inspect_wait": duration_text(settings.inspect_wait_s),
+        "inspect_window": duration_text(settings.inspect_timeout_s),
     }
 
 
@@ -96,7 +100,7 @@ def _tools() -> list[JSONObject]:
 
 
 def tool_definitions(settings: WireSettings) -> list[JSONObject]:
-    """All six tools in their fixed order (render, status, approve, cancel, capabilities, import)."""
+    """All seven tools in their fixed order (render, status, approve, cancel, capabilities, import, inspect)."""
     return cast(list[JSONObject], _filled(_tools(), durations(settings)))
 
 
@@ -118,6 +122,10 @@ def capability_summary(settings: WireSettings) -> JSONObject:
 
 def video_uri(render_id: str, ext: str) -> str:
     return VIDEO_URI_TEMPLATE.format(render_id=render_id, ext=ext)
+
+
+# Matched whole (`fullmatch`: a `$` would also match before a final newline), as every id a caller sends is.
+VIDEO_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)")
 
 
 def preview_uri(render_id: str) -> str:

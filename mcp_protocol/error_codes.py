@@ -51,6 +51,7 @@ class ErrorCode(StrEnum):
     TOO_MANY_TASK_IDS = "too_many_task_ids"
     IMPORT_REFUSED = "import_refused"
     IMPORT_FAILED = "import_failed"
+    INSPECT_FAILED = "inspect_failed"
     INTERNAL_ERROR = "internal_error"
 
 

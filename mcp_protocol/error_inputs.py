@@ -180,6 +180,12 @@ class ImportFault:
 
 
 @dataclass(frozen=True)
+class InspectFault:
+    reason: str
+    uri: str
+
+
+@dataclass(frozen=True)
 class ToolName:
     name: str
 

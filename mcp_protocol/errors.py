@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from mcp_protocol import error_inputs as inputs
 from mcp_protocol import http_refusals
-from mcp_protocol.catalog import CAPABILITIES_TOOL, IMPORT_TOOL, RENDER_TOOL, STATUS_TOOL
+from mcp_protocol.catalog import CAPABILITIES_TOOL, IMPORT_TOOL, INSPECT_TOOL, RENDER_TOOL, STATUS_TOOL
 from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import INTERNAL_ERROR, ErrorCode
 from mcp_protocol.error_table import BareEntry, CallAgain, Entry, Given, Input, Repair, check_status
@@ -28,6 +28,7 @@ from mcp_protocol.text_limits import excerpt
 DISK_FULL_RETRY_AFTER_MS = 60_000  # a hint, not a limit: about the time for a cleanup or a sweep to free space
 FAULT_RETRY_AFTER_MS = 2000  # a hint: an unexpected fault is usually gone on the next try
 IMPORT_RETRY_AFTER_MS = 5000  # a hint: a remote that did not deliver is often back, or reachable, within seconds
+INSPECT_RETRY_AFTER_MS = 5000  # a hint: a lost worker is replaced within seconds
 
 # -- the tool calls and the renders they start ----------------------------------------------------------------------
 
@@ -388,6 +389,19 @@ import_failed = Entry(
         IMPORT_TOOL,
         ("url",),
     ),
+)
+
+# An inspection that could not finish: past VIDFORGE_INSPECT_TIMEOUT_S, or its worker lost. Temporary: the same call
+# starts it again.
+inspect_failed = Entry(
+    ErrorCode.INSPECT_FAILED,
+    inputs.InspectFault,
+    temporary=True,
+    message="The inspection of this video could not finish.",
+    field="uri",
+    reason=Input("reason"),
+    retry_after_ms=INSPECT_RETRY_AFTER_MS,
+    repair=Repair("retry_inspect", "Call again after retry_after_ms.", INSPECT_TOOL, ("uri",)),
 )
 
 internal_error = Entry(  # an unexpected fault (a tool handler's, or the issuer's keys out of reach): safe to retry

@@ -1,29 +1,24 @@
-"""`vidforge_import_asset` on the wire: the import as a task, its result, and the narrow interface to the engine.
+"""`vidforge_import_asset` on the wire: its arguments, its result, and the narrow interface to the engine.
 
-An import is not a render: the TaskRegistry keeps renders only. Imports are kept by `AssetImports` (in serve_app:
-the import desk, one actor for the cluster, serve_app/importing/), and `ImportJob` is what it hands the wire, the way
-`TaskRecord` is the registry's. Their task ids carry `IMPORT_TASK_PREFIX`, so `tasks/*` find the right keeper from
-the id alone; like a render's, the id is unguessable and answered only to the principal that started the import.
+An import is kept as a desk job (mcp_protocol.desk_jobs) by `AssetImports` (in serve_app: the import desk, one actor
+for the cluster, serve_app/importing/). Its task id carries `IMPORT_TASK_PREFIX`, so `tasks/*` find its keeper from
+the id alone.
 
 Two paths, as the contract has for renders: a request that declares the tasks extension gets a task at once
-(`import_task_created`) and polls `tasks/get`; one without it waits for the import to end (`ToolCalls` awaits
+(`desk_task_created`) and polls `tasks/get`; one without it waits for the import to end (`ToolCalls` awaits
 `AssetImports.wait`): the import's time limit bounds that wait, so no second status surface is needed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from mcp_protocol import errors
 from mcp_protocol.catalog import RENDER_TOOL
-from mcp_protocol.domain import TaskStatus
+from mcp_protocol.desk_jobs import DeskJob
 from mcp_protocol.json_types import JSONObject
-from mcp_protocol.tasks import TaskParams, UpdateTaskParams, check_mcp_name, missing_tasks_capability
 from mcp_protocol.timefmt import iso_ms
-from mcp_protocol.views import Caller
 
 IMPORT_TASK_PREFIX = "import_"
 
@@ -58,39 +53,24 @@ class ImportedAsset(_Frozen):
     expires_at_ms: int  # when the retention sweep deletes it, unless a render still uses it
 
 
-class ImportJob(_Frozen):
-    """One import as its keeper holds it: an ext-tasks task (working → completed | cancelled) whose `result` is the
-    `CallToolResult` the call answers with, an error envelope included ([7.failed-task]: completed is delivery)."""
-
-    task_id: str
-    principal: str
-    status: TaskStatus
-    status_message: str
-    created_at_ms: int
-    last_updated_at_ms: int
-    ttl_ms: int
-    poll_interval_ms: int
-    result: object = None  # the call's CallToolResult (JSON), exactly when completed
-
-
 class AssetImports(Protocol):
     """What the wire needs of whoever runs imports (serve_app.importing.service.DeskImports)."""
 
-    async def start(self, principal: str, url: str) -> ImportJob:
+    async def start(self, principal: str, url: str) -> DeskJob:
         """Start importing `url` for `principal`; the job is findable by `get` before this returns. Raises
         VidforgeError for a URL refused before anything is fetched (import_refused) and past the principal's cap on
         imports at once (concurrency_limit_exceeded)."""
         ...
 
-    async def get(self, principal: str, task_id: str) -> ImportJob | None:
+    async def get(self, principal: str, task_id: str) -> DeskJob | None:
         """The job, or None when unknown, expired or another principal's (answered identically)."""
         ...
 
-    async def wait(self, principal: str, task_id: str) -> ImportJob | None:
+    async def wait(self, principal: str, task_id: str) -> DeskJob | None:
         """The job once it has ended (its own time limits bound the wait); None as for `get`."""
         ...
 
-    async def cancel(self, principal: str, task_id: str) -> ImportJob | None:
+    async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
         """Stop the import (nothing of it is kept); the job as it is now, or None as for `get`."""
         ...
 
@@ -147,60 +127,3 @@ def imported_result(asset: ImportedAsset) -> JSONObject:
         "content": [{"type": "text", "text": text}],
         "structuredContent": structured,
     }
-
-
-def _task_fields(job: ImportJob) -> JSONObject:
-    return {
-        "taskId": job.task_id,
-        "status": job.status.value,
-        "statusMessage": job.status_message,
-        "createdAt": iso_ms(job.created_at_ms),
-        "lastUpdatedAt": iso_ms(job.last_updated_at_ms),
-        "ttlMs": job.ttl_ms,
-        "pollIntervalMs": job.poll_interval_ms,
-    }
-
-
-def import_task_created(job: ImportJob) -> JSONObject:
-    """ext-tasks CreateTaskResult for an import (its keeper already holds it: `tasks/get` resolves)."""
-    return {"resultType": "task", **_task_fields(job)}
-
-
-def import_detailed_task(job: ImportJob) -> JSONObject:
-    """ext-tasks DetailedTask for an import: the result inline once completed. An import never asks for input."""
-    body: JSONObject = {"resultType": "complete", **_task_fields(job)}
-    if job.status is TaskStatus.COMPLETED and job.result is not None:
-        body["result"] = cast(JSONObject, job.result)  # built by `imported_result` or `tool_error_result`
-    return body
-
-
-class ImportTaskMethods:
-    """`tasks/get`, `tasks/update` and `tasks/cancel` for an import's task id, under the rules renders' follow
-    (mcp_protocol.tasks): `Mcp-Name` must match, the request must declare the extension, and an unknown, expired or
-    foreign id is one answer."""
-
-    def __init__(self, imports: AssetImports) -> None:
-        self._imports = imports
-
-    async def _job(self, caller: Caller, headers: Mapping[str, str] | None, task_id: str) -> ImportJob:
-        check_mcp_name(headers, task_id)
-        if not caller.tasks:
-            raise missing_tasks_capability()
-        job = await self._imports.get(caller.principal, task_id)
-        if job is None:
-            raise errors.task_not_found()
-        return job
-
-    async def get(self, caller: Caller, headers: Mapping[str, str] | None, params: TaskParams) -> JSONObject:
-        return import_detailed_task(await self._job(caller, headers, params.task_id))
-
-    async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
-        """An import asks for no input, so every response is one to an unknown key: ignored (ext-tasks SHOULD)."""
-        await self._job(caller, headers, params.task_id)
-        return {"resultType": "complete"}
-
-    async def cancel(self, caller: Caller, headers: Mapping[str, str] | None, params: TaskParams) -> JSONObject:
-        """Cooperative, like a render's: the ack says the request was taken; `tasks/get` shows the end."""
-        job = await self._job(caller, headers, params.task_id)
-        await self._imports.cancel(caller.principal, job.task_id)
-        return {"resultType": "complete"}

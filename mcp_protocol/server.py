@@ -38,16 +38,19 @@ from starlette.requests import Request
 from mcp_protocol import errors, views
 from mcp_protocol.catalog import (
     CAPABILITIES_URI,
+    VIDEO_URI,
     capability_summary,
     input_schemas,
     resource_templates,
     tool_definitions,
 )
+from mcp_protocol.desk_jobs import DeskTaskMethods
 from mcp_protocol.domain import Succeeded, TaskRecord
 from mcp_protocol.elicitation import declared_modes
 from mcp_protocol.envelope import VidforgeError, as_mcp_error
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
-from mcp_protocol.imports import AssetImports, ImportTaskMethods, is_import_task
+from mcp_protocol.imports import AssetImports, is_import_task
+from mcp_protocol.inspections import VideoInspections, is_inspect_task
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.quality import QcReport
 from mcp_protocol.render_service import RenderService
@@ -81,7 +84,6 @@ INSTRUCTIONS = (
 RequestContext: TypeAlias = ServerRequestContext[Any, Request]
 
 # Matched whole (`fullmatch`: a `$` would also match before a final newline), as every id a caller sends is.
-_VIDEO_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/final\.(?P<ext>mp4|webm|mov)")
 _PREVIEW_URI = re.compile(r"vidforge://renders/(?P<id>[A-Za-z0-9_-]{1,128})/watermark-preview\.png")
 _POSTER_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/poster\.jpg")
 _CONTACT_SHEET_URI = re.compile(r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/contact-sheet\.jpg")
@@ -179,12 +181,16 @@ def enveloped(
 class VidforgeServer:
     """Builds the SDK server wired to a `RenderService`."""
 
-    def __init__(self, service: RenderService, settings: WireSettings, imports: AssetImports) -> None:
+    def __init__(
+        self, service: RenderService, settings: WireSettings, imports: AssetImports, inspections: VideoInspections
+    ) -> None:
         self.service = service
         self.settings = settings
-        self.tools = ToolCalls(service, settings, imports)
+        self.tools = ToolCalls(service, settings, imports, inspections)
         self.tasks = TaskMethods(service, settings)
-        self.import_tasks = ImportTaskMethods(imports)  # the tasks of `vidforge_import_asset`, told apart by their id
+        # The tasks of `vidforge_import_asset` and `vidforge_inspect_video`, told apart by their ids.
+        self.import_tasks = DeskTaskMethods(imports)
+        self.inspect_tasks = DeskTaskMethods(inspections)
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=server_version(),
@@ -264,7 +270,7 @@ class VidforgeServer:
                 "cacheScope": "private",
             }
         try:
-            if match := _VIDEO_URI.fullmatch(uri):
+            if match := VIDEO_URI.fullmatch(uri):
                 artifact, data = await self.service.read_video(principal, match["id"], match["ext"])
                 mime = artifact.mime
             elif match := _PREVIEW_URI.fullmatch(uri):
@@ -302,8 +308,10 @@ class VidforgeServer:
             raise errors.resource_not_found(None, self.settings.result_retention_s)
         return rec, rec.end.artifact.qc
 
-    def _task_methods(self, params: TaskParams) -> TaskMethods | ImportTaskMethods:
-        return self.import_tasks if is_import_task(params.task_id) else self.tasks
+    def _task_methods(self, params: TaskParams) -> TaskMethods | DeskTaskMethods:
+        if is_import_task(params.task_id):
+            return self.import_tasks
+        return self.inspect_tasks if is_inspect_task(params.task_id) else self.tasks
 
     async def _tasks_get(self, ctx: RequestContext, params: TaskParams) -> JSONObject:
         require_modern(ctx)

@@ -22,13 +22,16 @@ from mcp_protocol.catalog import (
     CANCEL_TOOL,
     CAPABILITIES_TOOL,
     IMPORT_TOOL,
+    INSPECT_TOOL,
     RENDER_TOOL,
     STATUS_TOOL,
     capability_summary,
 )
+from mcp_protocol.desk_jobs import desk_task_created
 from mcp_protocol.domain import AnswerResult, RenderRequest, Succeeded, TaskRecord, TaskStatus
 from mcp_protocol.envelope import VidforgeError, repair, tool_error_result
-from mcp_protocol.imports import AssetImports, ImportRequest, import_task_created
+from mcp_protocol.imports import AssetImports, ImportRequest
+from mcp_protocol.inspections import InspectRequest, VideoInspections, inspection_accepted
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.render_service import RenderService
 from mcp_protocol.results import end_result, with_quality
@@ -67,10 +70,13 @@ def _follow_up(render_id: str) -> JSONObject:
 class ToolCalls:
     """Dispatches a validated `tools/call` to the service and shapes the result."""
 
-    def __init__(self, service: RenderService, settings: WireSettings, imports: AssetImports) -> None:
+    def __init__(
+        self, service: RenderService, settings: WireSettings, imports: AssetImports, inspections: VideoInspections
+    ) -> None:
         self._service = service
         self._settings = settings
         self._imports = imports
+        self._inspections = inspections
         self._handlers: dict[str, Callable[[Caller, JSONObject], Awaitable[JSONObject]]] = {
             RENDER_TOOL: self._render,
             STATUS_TOOL: self._status,
@@ -78,6 +84,7 @@ class ToolCalls:
             CANCEL_TOOL: self._cancel,
             CAPABILITIES_TOOL: self._capabilities,
             IMPORT_TOOL: self._import,
+            INSPECT_TOOL: self._inspect,
         }
 
     def known(self, name: str) -> bool:
@@ -181,7 +188,7 @@ class ToolCalls:
         request = ImportRequest.model_validate(args)
         job = await self._imports.start(caller.principal, request.url)
         if caller.tasks:
-            return import_task_created(job)
+            return desk_task_created(job)
         try:
             ended = await self._imports.wait(caller.principal, job.task_id)
         except BaseException:
@@ -198,4 +205,21 @@ class ToolCalls:
                 2000,
                 repair("retry_import", IMPORT_TOOL, args),
             )
+        return cast(JSONObject, ended.result)
+
+    async def _inspect(self, caller: Caller, args: JSONObject) -> JSONObject:
+        """In the call when the video is short or the caller has no tasks, within a bounded wait; else a task
+        (mcp_protocol.inspections)."""
+        request = InspectRequest.model_validate(args)
+        started = await self._inspections.start(caller.principal, request.uri)
+        job = started.job
+        if caller.tasks and started.duration_s > self._settings.inspect_answer_max_s:
+            return desk_task_created(job)
+        ended = await self._inspections.wait(caller.principal, job.task_id, self._settings.inspect_wait_s)
+        if ended is None:  # its keeper restarted and lost it: the same call starts it again
+            raise errors.inspect_failed("the inspection was interrupted (its keeper restarted)", request.uri)
+        if ended.status is TaskStatus.WORKING:
+            return desk_task_created(ended) if caller.tasks else inspection_accepted(request.uri, ended)
+        if ended.result is None:  # cancelled (tasks/cancel from another call)
+            raise errors.inspect_failed("the inspection was cancelled before it ended", request.uri)
         return cast(JSONObject, ended.result)

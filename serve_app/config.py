@@ -20,8 +20,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from actors.settings import DEFAULT_STATE_RETRY_MAX_S, DEFAULT_STATE_TIMEOUT_S, STATE_URL_SCHEMES, RegistrySettings
 from render_kernels.plan import MIN_SEGMENT_S
+from render_kernels.qc.findings import QcThresholds
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+QC_DEFAULTS = QcThresholds()  # the quality check's documented thresholds, written once in the kernel
 
 
 class Config(BaseSettings):
@@ -122,6 +124,25 @@ class Config(BaseSettings):
     import_max_redirects: int = Field(default=5, ge=0)
     import_timeout_s: float = Field(default=300.0, gt=0)
     max_imports: int = Field(default=2, gt=0)
+    # The quality check of every render (render_kernels.qc): measured in the render's own tasks, its report and
+    # contact sheet delivered with the video; off, a render carries neither. What a verdict is judged by:
+    qc: bool = True
+    qc_black_min_s: float = Field(default=QC_DEFAULTS.black_min_s, gt=0)
+    qc_frozen_min_s: float = Field(default=QC_DEFAULTS.frozen_min_s, gt=0)
+    qc_silence_min_s: float = Field(default=QC_DEFAULTS.silence_min_s, gt=0)
+    qc_silence_db: float = Field(default=QC_DEFAULTS.silence_db, lt=0)
+    qc_true_peak_max_dbtp: float = QC_DEFAULTS.true_peak_max_dbtp
+    qc_psnr_warn_db: float = Field(default=QC_DEFAULTS.psnr_warn_db, gt=0)
+    qc_psnr_fail_db: float = Field(default=QC_DEFAULTS.psnr_fail_db, gt=0)
+    qc_fail_fraction: float = Field(default=QC_DEFAULTS.fail_fraction, gt=0, le=1)
+    # Inspections (vidforge_inspect_video, serve_app/inspecting/): videos up to inspect_answer_max_s long are answered
+    # in the call even with the tasks extension; a call waits at most inspect_wait_s for its result before it answers
+    # with the task (or `accepted`, without the extension); an inspection is stopped after inspect_timeout_s; one
+    # principal may have max_inspections running at once.
+    inspect_answer_max_s: float = Field(default=60.0, ge=0)
+    inspect_wait_s: float = Field(default=20.0, gt=0)
+    inspect_timeout_s: float = Field(default=900.0, gt=0)
+    max_inspections: int = Field(default=2, gt=0)
     max_list_items: int = Field(default=100, gt=0)  # most items one page of GET /assets or GET /renders holds
     # Webhooks (serve_app/webhooks/, docs/webhooks.md): hosts and CIDRs a notify_url may reach although not public;
     # the JSON file of each principal's signing secrets (and default endpoint), re-read when it changes (None: one
@@ -232,6 +253,19 @@ class Config(BaseSettings):
     @classmethod
     def from_json(cls, raw: str) -> Config:
         return cls.model_validate_json(raw)
+
+    def qc_thresholds(self) -> QcThresholds:
+        """What the quality check's verdicts are judged by (VIDFORGE_QC_*)."""
+        return QcThresholds(
+            black_min_s=self.qc_black_min_s,
+            frozen_min_s=self.qc_frozen_min_s,
+            silence_min_s=self.qc_silence_min_s,
+            silence_db=self.qc_silence_db,
+            true_peak_max_dbtp=self.qc_true_peak_max_dbtp,
+            psnr_warn_db=self.qc_psnr_warn_db,
+            psnr_fail_db=self.qc_psnr_fail_db,
+            fail_fraction=self.qc_fail_fraction,
+        )
 
     def registry_settings(self) -> RegistrySettings:
         """The part of these settings the task registry runs by (it does not import this module)."""

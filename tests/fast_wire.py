@@ -52,6 +52,8 @@ from serve_app.ingress.auth import authentication
 from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
 from serve_app.ingress.origin import OriginGuard, OriginPolicy
 from serve_app.ingress.ray_render_service import RegistryRenderService
+from serve_app.inspecting.desk import InspectDesk
+from serve_app.inspecting.service import DeskInspections
 from serve_app.media.assets import AssetStore
 from tests.harness import meta, request_headers
 from tests.media import make_clip, make_watermark_png
@@ -72,7 +74,11 @@ class Media:
 def mcp_app(service: RegistryRenderService, config: Config) -> tuple[Starlette, StreamableHTTPSessionManager]:
     """`/mcp` as `serve_app.ingress.app.build_app` mounts it (minus the Ray-held admission caps and the file routes)."""
     # The import desk in this process: an import runs up to its media parse, which needs Ray (the end-to-end tests').
-    server = VidforgeServer(service, config, DeskImports(config, ImportDesk(config.to_json())))
+    # The inspection desk too: an inspection's own work is a Ray task (the end-to-end tests'); the checks before it
+    # are not.
+    imports = DeskImports(config, ImportDesk(config.to_json()))
+    inspections = DeskInspections(config, InspectDesk(config.to_json()), service.registry, service.assets)
+    server = VidforgeServer(service, config, imports, inspections)
     manager = StreamableHTTPSessionManager(app=server.server, json_response=True, stateless=True)
     authenticated = Mount(
         "",

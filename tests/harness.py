@@ -44,6 +44,7 @@ TOOL_NAMES = [
     "vidforge_cancel_render",
     "vidforge_get_capabilities",
     "vidforge_import_asset",
+    "vidforge_inspect_video",
 ]
 
 _CORE = json.loads((SCHEMAS / "mcp-2026-07-28.schema.json").read_text())

@@ -25,11 +25,12 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from mcp_protocol.catalog import capability_summary, tool_definitions
-from mcp_protocol.imports import ImportJob
+from mcp_protocol.desk_jobs import DeskJob
 from media_store import s3 as s3_backend
 from media_store.opening import open_media_store
 from serve_app.config import Config
-from serve_app.importing.desk import ImportDesk, ImportsAtCapacity
+from serve_app.desks.job_desk import DeskAtCapacity
+from serve_app.importing.desk import ImportDesk
 from serve_app.importing.failures import ImportRefused, ImportUnavailable
 from serve_app.importing.sources import BucketSource, WebSource, bucket_chunks, source_of
 from serve_app.importing.web_fetch import FetchLimits, WebFetch, check_link, refusal_reason
@@ -388,7 +389,7 @@ def desk_of(tmp_path: Path, ca: CertificateAuthority, monkeypatch, **settings) -
     return ImportDesk(config.to_json())
 
 
-async def ended(desk: ImportDesk, job: ImportJob) -> ImportJob:
+async def ended(desk: ImportDesk, job: DeskJob) -> DeskJob:
     """The import once it has ended (cancelled, or at its time limit): a test fails past `WAIT_S`, never hangs."""
     with anyio.fail_after(WAIT_S):
         done = await desk.wait(job.principal, job.task_id)
@@ -396,7 +397,7 @@ async def ended(desk: ImportDesk, job: ImportJob) -> ImportJob:
     return done
 
 
-def envelope(job: ImportJob) -> dict:
+def envelope(job: DeskJob) -> dict:
     assert job.status == "completed" and job.result is not None and job.result["isError"] is True, job
     assert SECRET not in json.dumps(job.result)
     return job.result["structuredContent"]
@@ -426,7 +427,7 @@ async def test_imports_per_principal_are_capped_and_a_cancel_keeps_nothing(tmp_p
     desk = desk_of(tmp_path, ca, monkeypatch, max_imports=1)
     source = WebSource(origin.url("/slow.mp4"), "127.0.0.1")
     first = await desk.start("alice", source)
-    with pytest.raises(ImportsAtCapacity) as capped:
+    with pytest.raises(DeskAtCapacity) as capped:
         await desk.start("alice", source)
     assert (capped.value.active, capped.value.limit) == (1, 1)
     other = await desk.start("bob", source)  # the cap is each principal's own

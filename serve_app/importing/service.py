@@ -8,9 +8,10 @@ own refusals come back as the contract's errors.
 from __future__ import annotations
 
 from mcp_protocol import errors
-from mcp_protocol.imports import ImportJob
+from mcp_protocol.desk_jobs import DeskJob
 from serve_app.config import Config
-from serve_app.importing.desk import ImportDeskApi, ImportsAtCapacity
+from serve_app.desks.job_desk import DeskAtCapacity
+from serve_app.importing.desk import ImportDeskApi
 from serve_app.importing.failures import ImportRefused
 from serve_app.importing.sources import source_of
 from serve_app.outbound.address_guard import AddressGuard
@@ -22,14 +23,14 @@ class DeskImports:
         self.guard = AddressGuard.of(config.import_allow_hosts)
         self.desk = desk  # the cluster's (desk.DeskClient), or one in this process
 
-    async def start(self, principal: str, url: str) -> ImportJob:
+    async def start(self, principal: str, url: str) -> DeskJob:
         try:
             source = source_of(url, self.config.storage_url, self.guard)
         except ImportRefused as exc:
             raise errors.import_refused(exc.reason) from None
         try:
             job = await self.desk.start(principal, source)
-        except ImportsAtCapacity as exc:
+        except DeskAtCapacity as exc:
             raise errors.concurrency_limit_exceeded(
                 exc.limit,
                 "imports in progress (vidforge_import_asset)",
@@ -39,11 +40,11 @@ class DeskImports:
             ) from None
         return job
 
-    async def get(self, principal: str, task_id: str) -> ImportJob | None:
+    async def get(self, principal: str, task_id: str) -> DeskJob | None:
         return await self.desk.get(principal, task_id)
 
-    async def wait(self, principal: str, task_id: str) -> ImportJob | None:
+    async def wait(self, principal: str, task_id: str) -> DeskJob | None:
         return await self.desk.wait(principal, task_id)
 
-    async def cancel(self, principal: str, task_id: str) -> ImportJob | None:
+    async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
         return await self.desk.cancel(principal, task_id)

@@ -51,6 +51,8 @@ from serve_app.ingress.request_slots import RequestSlots
 from serve_app.ingress.review.routes import review_routes
 from serve_app.ingress.watch.routes import watch_routes
 from serve_app.ingress.webhook_listing import webhook_routes
+from serve_app.inspecting.desk import InspectDeskClient
+from serve_app.inspecting.service import DeskInspections
 from serve_app.observability.catalog import REFUSALS
 from serve_app.webhooks.registry_outbox import RegistryOutbox
 
@@ -79,7 +81,9 @@ def build_app(
     service: RayRenderService, config: Config, tokens: dict[str, str] | None, admission: Admission
 ) -> Starlette:
     """The replica's app: `/mcp` on `service` (the MCP server), the file routes, and their guards."""
-    mcp = VidforgeServer(service, config, DeskImports(config, DeskClient(config)))  # imports by URL
+    imports = DeskImports(config, DeskClient(config))  # imports by URL
+    inspections = DeskInspections(config, InspectDeskClient(config), service.registry, service.assets)
+    mcp = VidforgeServer(service, config, imports, inspections)
     manager = StreamableHTTPSessionManager(app=mcp.server, json_response=True, stateless=True)
 
     @contextlib.asynccontextmanager

@@ -53,6 +53,7 @@ SHARED_SERVER_MODULES = frozenset(
         "test_live_progress",
         "test_progress_cadence",
         "test_mcp_wire",
+        "test_quality_live",
         "test_node_clients",
         "test_origin",
         "test_real_world_renders",
@@ -122,6 +123,7 @@ MODULE_SECONDS = {
     "test_connect": 15,
     "test_docs": 15,
     "test_upload_errors": 15,
+    "test_quality_live": 40,
 }
 
 

@@ -457,3 +457,25 @@ def poll_status(wire: Wire, render_id: str, until, timeout=RENDER_DEADLINE_S) ->
         return status if until(status) else None
 
     return wait_until(check, timeout, interval=0.3, message=f"render {render_id}")
+
+
+SHEET_MAX_WIDTH = 1280  # a contact sheet's bounds, as docs/protocol.md states them
+SHEET_MAX_BYTES = 150_000
+
+
+def contact_sheet_of(images: list[dict[str, Any]]) -> Any:
+    """The one contact sheet among a result's `image` blocks (as a client got them: mimeType and base64 data),
+    decoded: a JPEG within the stated bounds. Returns the PIL image."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    (block,) = images
+    assert block["mimeType"] == "image/jpeg"
+    data = base64.b64decode(block["data"])
+    assert len(data) <= SHEET_MAX_BYTES
+    sheet = Image.open(io.BytesIO(data))
+    sheet.load()
+    assert sheet.format == "JPEG" and 0 < sheet.width <= SHEET_MAX_WIDTH
+    return sheet

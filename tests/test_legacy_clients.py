@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness import PROTOCOL, REPO, TERMINAL, Wire, meta, poll_task, upload, validate
+from tests.harness import PROTOCOL, REPO, TERMINAL, Wire, contact_sheet_of, meta, poll_task, upload, validate
 from tests.https_origin import Answer
 from tests.media import decode_all, make_clip, make_watermark_png
 
@@ -294,6 +294,7 @@ def test_mcp1_client_renders_through_the_fallback(server, assets, tmp_path, vers
     assert final["metadata"] == {"order_id": "o-1842"}
     assert report["accepted_meta"]["com.vidforge/metadata"] == {"order_id": "o-1842"}
     assert report["video_mime"] == "video/mp4"
+    contact_sheet_of(report["final_images"])  # the quality check's sheet, as this SDK hands image blocks over
     assert video.stat().st_size == final["size_bytes"]
     decoded = decode_all(str(video), keep="none")
     assert decoded.video_codec == "h264" and (decoded.width, decoded.height) == (1280, 720)

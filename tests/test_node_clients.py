@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.harness import REPO, upload
+from tests.harness import REPO, contact_sheet_of, upload
 from tests.https_origin import Answer
 from tests.media import decode_all, make_clip, make_watermark_png
 
@@ -75,6 +75,7 @@ def test_typescript_sdk_client_renders(server, assets, mode, era, version, tmp_p
     assert "awaiting_watermark_approval" in run["states"]
     final = run["final"]
     assert final["state"] == "succeeded" and final["watermark_applied"] is True
+    contact_sheet_of(run["images"])  # the quality check's sheet, as this SDK hands image blocks over
     assert final["video_uri"] == f"vidforge://videos/{render_id}/final.mp4"
     response = httpx.get(f"{server.base}/artifacts/{render_id}/final.mp4", timeout=60).raise_for_status()
     video = tmp_path / "final.mp4"
@@ -96,6 +97,7 @@ def test_typescript_sdk_client_imports_a_url_and_renders_it(server, assets, medi
     assert (imported["kind"], imported["width"], imported["height"]) == ("video", 480, 270)
     render_id = run["accepted"]["render_id"]
     assert run["final"]["state"] == "succeeded" and run["approval"]["render_id"] == render_id
+    contact_sheet_of(run["images"])
     response = httpx.get(f"{server.base}/artifacts/{render_id}/final.mp4", timeout=60).raise_for_status()
     video = tmp_path / "final.mp4"
     video.write_bytes(response.content)

@@ -38,6 +38,8 @@ from mcp_protocol.progress import PROBING, RenderProgress
 from render_kernels.audio import AudioStats
 from render_kernels.mux import MuxStats
 from render_kernels.preview import PREVIEW, SOURCE_FRAME, plan_stills
+from render_kernels.qc.findings import QcReport, QcRequest
+from render_kernels.qc.sheet import SHEET_TILES
 from serve_app.observability.catalog import WORKER_LOSSES
 from serve_app.rendering.approval_gate import ApprovalGate, pictures_wanted
 from serve_app.rendering.frame_progress import FrameProgress
@@ -45,7 +47,14 @@ from serve_app.rendering.render_job import RenderHooks, RenderJob, RenderTimings
 from serve_app.rendering.render_mux import mux_and_store
 from serve_app.rendering.render_plan import plan_render, source_facts
 from serve_app.rendering.render_pool import RenderPool, RunQueue
-from serve_app.rendering.render_tasks import AudioSummary, AudioTask, MuxTask, SegmentSummary, SegmentTask
+from serve_app.rendering.render_tasks import (
+    AudioSummary,
+    AudioTask,
+    MuxTask,
+    QualityCheck,
+    SegmentSummary,
+    SegmentTask,
+)
 from serve_app.rendering.scheduling import Dispatched
 from serve_app.rendering.task_calls import AudioParts, RenderTasks, SegmentParts
 
@@ -69,7 +78,8 @@ class RenderRun:
     for the first CPU; approval, segments, audio, mux, total; stages overlap), `segment_stats` each segment's
     summary, in segment order (with the kernel's own timings), `audio_stats` the audio kernel's (None without
     audio), `start_order` the scheduler's start order of each of its CPU tasks (for comparing runs of one pool), and
-    `stills_from` who made the approval gate's pictures (the segments, or a picture task; None: none were made)."""
+    `stills_from` who made the approval gate's pictures (the segments, or a picture task; None: none were made), and
+    `qc` the quality check's report (render_kernels.qc; None when the job asks for none)."""
 
     job: RenderJob
     hooks: RenderHooks
@@ -77,6 +87,7 @@ class RenderRun:
     stages: dict[str, float] = field(default_factory=dict, init=False)
     segment_stats: list[SegmentSummary] = field(default_factory=list, init=False)
     audio_stats: AudioStats | None = field(default=None, init=False)
+    qc: QcReport | None = field(default=None, init=False)  # the quality check's report, once muxed (with job.qc)
     start_order: list[int] = field(default_factory=list, init=False)
     started_at: float = field(default=0.0, init=False)  # epoch seconds
     _key: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)  # this run, in scheduler and tally
@@ -135,7 +146,10 @@ class RenderRun:
         # first (it would otherwise run alone after the equally sized segments end together): with every CPU busy
         # a rider gains nothing and costs Ray one more worker process.
         ride_along = pool.scheduler.idle() and pool.local_node_takes_work()
-        audio_task = AudioTask(job.source_path, spec.output_format)
+        audio_task = AudioTask(job.source_path, spec.output_format, job.qc)
+        # The quality check rides in the tasks that already hold the frames: each segment measures its own, the mux
+        # merges them (render_kernels.qc).
+        qc = QcRequest.evenly(info.frame_count, info.fps, SHEET_TILES, job.qc) if job.qc is not None else None
         audio = None if ride_along else queue.schedule(lambda: tasks.audio(audio_task))
         pictures = pictures_wanted(job, parsed_preview)
         # No stills (none wanted, or plan_stills left them to a task): the approval gate makes its pictures itself.
@@ -144,7 +158,7 @@ class RenderRun:
             queue.schedule(
                 functools.partial(
                     tasks.segment,
-                    SegmentTask(job.source_path, segment, spec, info, tally, stills.get(segment.index, ())),
+                    SegmentTask(job.source_path, segment, spec, info, tally, stills.get(segment.index, ()), qc),
                     plan.placement.gpu_share,
                 ),
                 bundle=plan.segment_bundle,
@@ -168,8 +182,11 @@ class RenderRun:
 
         await progress.muxing()
         segments = tuple(part.result().refs.segment for part in parts)
-        mux = MuxTask(spec.output_format, job.media, job.out_path, info, segments, tally, job.poster_path)
-        return await timed(self.stages, "mux", mux_and_store(mux, audio.result().refs.audio, queue, tasks, progress))
+        quality = QualityCheck(job.qc, job.contact_sheet_path) if job.qc and job.contact_sheet_path else None
+        mux = MuxTask(spec.output_format, job.media, job.out_path, info, segments, tally, job.poster_path, quality)
+        stored = await timed(self.stages, "mux", mux_and_store(mux, audio.result().refs.audio, queue, tasks, progress))
+        self.qc = stored.qc
+        return stored.stats
 
     async def _encode(
         self, parts: list[asyncio.Future[Dispatched[SegmentParts]]], queue: RunQueue, progress: FrameProgress

@@ -14,6 +14,7 @@ from media_store.base import MediaStore
 from media_store.local import LocalMediaStore
 from render_kernels.limits import MediaLimits
 from render_kernels.media_io import Media
+from render_kernels.qc.findings import QcThresholds
 from render_kernels.source_info import SourceInfo
 from render_kernels.spec import RenderSpec
 from serve_app.config import Config
@@ -35,6 +36,10 @@ class RenderJob:
     # Where the source's first frame goes (a key of `media`), made beside the preview for the review page; None: not made
     source_frame_path: str | None = None
     poster_path: str | None = None  # where a JPEG frame of the finished video goes (a key of `media`); None: not made
+    # The quality check's thresholds (render_kernels.qc), and where its contact sheet goes (a key of `media`); either
+    # None: no check.
+    qc: QcThresholds | None = None
+    contact_sheet_path: str | None = None
     workers: int = 0  # segments to aim for; 0: one per CPU of the cluster (SegmentScheduler.plan_width)
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))

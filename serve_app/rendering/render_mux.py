@@ -20,16 +20,15 @@ from __future__ import annotations
 import asyncio
 
 from render_kernels.audio import EncodedAudio
-from render_kernels.mux import MuxStats
 from serve_app.rendering.frame_progress import FrameProgress
 from serve_app.rendering.render_pool import RunQueue
-from serve_app.rendering.render_tasks import MuxTask, TaskRef
+from serve_app.rendering.render_tasks import MuxTask, StoredVideo, TaskRef
 from serve_app.rendering.task_calls import RenderTasks
 
 
 async def mux_and_store(
     task: MuxTask, audio: TaskRef[EncodedAudio | None], queue: RunQueue, tasks: RenderTasks, progress: FrameProgress
-) -> MuxStats:
+) -> StoredVideo:
     """Run the mux `task` with `audio`, the render's final task in its pool's scheduler, reporting the frames it has
     written meanwhile; what it stored."""
     dispatched = await queue.schedule(lambda: [tasks.mux(task, audio)], final=True, bundle=())

@@ -30,6 +30,9 @@ from render_kernels.media_io import Media
 from render_kernels.mux import MuxStats, mux_segments
 from render_kernels.plan import Segment
 from render_kernels.preview import Still, render_preview
+from render_kernels.qc.findings import QcReport, QcRequest, QcThresholds, SegmentQc
+from render_kernels.qc.merge import merge_qc
+from render_kernels.qc.sheet import contact_sheet
 from render_kernels.source_info import SourceInfo
 from render_kernels.spec import RenderSpec
 from render_kernels.video import EncodedSegment, SegmentStats, encode_segment
@@ -268,6 +271,7 @@ class SegmentTask:
     info: SourceInfo
     tally: TallyRef
     stills: tuple[Still, ...] = ()
+    qc: QcRequest | None = None  # what the render's quality check asks of the segment; None: no check
 
 
 def encode_segment_parts(task: SegmentTask) -> tuple[SegmentSummary, EncodedSegment]:
@@ -277,7 +281,9 @@ def encode_segment_parts(task: SegmentTask) -> tuple[SegmentSummary, EncodedSegm
     segment, tally = task.segment, task.tally
     try:
         on_frame = reporter(tally, segment.index, segment.frame_count)
-        encoded = encode_segment(task.source, segment, task.spec, task.info, on_frame, task.stills, tally.report_still)
+        encoded = encode_segment(
+            task.source, segment, task.spec, task.info, on_frame, task.stills, tally.report_still, qc=task.qc
+        )
     finally:
         release_freed_memory()
     return SegmentSummary.of(encoded), encoded
@@ -289,13 +295,14 @@ class AudioTask:
 
     source: Media
     output_format: str
+    qc: QcThresholds | None = None  # the render's quality check's thresholds; None: no check
 
 
 def encode_audio_parts(task: AudioTask) -> tuple[AudioSummary, EncodedAudio | None]:
     """`encode_audio` as (summary, audio): the driver awaits the summary only (see serve_app.rendering.task_calls)."""
     bound_heap()
     try:
-        audio = encode_audio(task.source, task.output_format)
+        audio = encode_audio(task.source, task.output_format, task.qc)
     finally:
         release_freed_memory()
     return AudioSummary(audio.stats if audio is not None else None, attempt_number()), audio
@@ -333,32 +340,65 @@ class MuxTask:
     segments: tuple[TaskRef[EncodedSegment], ...]
     tally: TallyRef
     poster_path: str | None = None
+    quality: QualityCheck | None = None
 
 
-def mux_stored_segments(task: MuxTask, audio: EncodedAudio | None) -> MuxStats:
+@dataclass(frozen=True)
+class QualityCheck:
+    """What the mux makes of the segments' and the audio's quality findings: the verdict's thresholds, and where
+    the contact sheet goes (a key of the media store)."""
+
+    thresholds: QcThresholds
+    contact_sheet_path: str
+
+
+@dataclass(frozen=True)
+class StoredVideo:
+    """What the mux task stored: the file's figures, and its quality report (None without a check)."""
+
+    stats: MuxStats
+    qc: QcReport | None
+
+
+def mux_stored_segments(task: MuxTask, audio: EncodedAudio | None) -> StoredVideo:
     """`mux_segments` fetching the segments one at a time: references inside an argument are not resolved by Ray
     before the task starts, so each is read from the object store only when the mux reaches it (the audio, a
     top-level argument, is). The file is made in a staging folder on this node and then handed to the store under
     `out_path` (a rename, or a multipart upload). Reports the frames written to the tally as the segments' tasks do
     theirs, the last one as the file is finished and stored. With `poster_path`, a frame of the file goes there as a
-    JPEG first (serve_app.rendering.poster), so that the poster is in the store whenever the video is."""
+    JPEG first (serve_app.rendering.poster), so that the poster is in the store whenever the video is; with
+    `quality`, the segments' and the audio's findings are merged into the report (render_kernels.qc.merge: an event
+    over a segment cut is one) and its contact sheet goes into the store beside them."""
     bound_heap()
     media, out_path, tally = task.media, task.out_path, task.tally
     on_frame = reporter(tally, tally.mux_index, task.info.frame_count)
+    findings: list[SegmentQc] = []  # each segment's, kept as the mux passes it (its packets are not)
+
+    def fetched() -> Iterator[EncodedSegment]:
+        for ref in task.segments:
+            segment: EncodedSegment = ray.get(ref.ref)
+            if segment.qc is not None:
+                findings.append(segment.qc)
+            yield segment
+
+    report = None
     try:
         with media.staged(out_path) as staged:
-            segments: Iterator[EncodedSegment] = (ray.get(segment.ref) for segment in task.segments)
-            stats = mux_segments(segments, audio, task.output_format, staged, task.info.fps, on_frame)
+            stats = mux_segments(fetched(), audio, task.output_format, staged, task.info.fps, on_frame)
             if task.poster_path is not None:
                 # Here, not at the top: every render worker imports this module, which imports nothing else of the
                 # server.
                 from serve_app.rendering.poster import poster_jpeg
 
                 media.put_bytes(task.poster_path, poster_jpeg(staged))
+            if (quality := task.quality) is not None:
+                audio_qc = audio.qc if audio is not None else None
+                report = merge_qc(findings, audio_qc, task.info.fps, quality.thresholds)
+                media.put_bytes(quality.contact_sheet_path, contact_sheet(findings, report))
             media.put_file(staged, out_path, move=True)
     finally:
         release_freed_memory()
-    return replace(stats, path=out_path)
+    return StoredVideo(replace(stats, path=out_path), report)
 
 
 @dataclass(frozen=True)

@@ -57,11 +57,13 @@ from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.errors import over_time_limit
 from mcp_protocol.progress import RenderProgress
+from mcp_protocol.quality import QcReport
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.timefmt import now_ms
-from media_store.artifacts import discard, final_key, poster_key, preview_key, source_frame_key
+from media_store.artifacts import contact_sheet_key, discard, final_key, poster_key, preview_key, source_frame_key
 from render_kernels.errors import UnsupportedMedia
 from render_kernels.mux import MuxStats
+from render_kernels.qc.findings import QcReport as KernelQcReport
 from render_kernels.spec import RenderSpec, WatermarkSpec
 from serve_app.config import Config
 from serve_app.handles import registry_client
@@ -187,6 +189,8 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         preview_path=preview_key(task_id) if watermark else None,
         source_frame_path=source_frame_key(task_id) if watermark else None,
         poster_path=poster_key(task_id),
+        qc=config.qc_thresholds() if config.qc else None,
+        contact_sheet_path=contact_sheet_key(task_id) if config.qc else None,
         workers=config.render_workers,
         parse=ParseBounds.of(config),
         limits=media_limits(config),
@@ -340,7 +344,7 @@ class RenderSupervisor:
             return
         # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
         # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
-        if await asyncio.shield(self._complete(task_id, request, stats)):
+        if await asyncio.shield(self._complete(task_id, request, stats, run.qc)):
             record_success(rec, run, stats)
         self._keep_timings(task_id, replace(run.timings(), completed_at=time.time()))
 
@@ -352,9 +356,10 @@ class RenderSupervisor:
         while len(self.timings) > KEPT_TIMINGS:
             self.timings.popitem(last=False)
 
-    async def _complete(self, task_id: str, request: RenderRequest, stats: MuxStats) -> bool:
-        """Publish the finished render (its artifact, in the one registry commit that completes it), or delete
-        its files when the registry discards it (a cancel was requested, or the task ended meanwhile). True: published."""
+    async def _complete(self, task_id: str, request: RenderRequest, stats: MuxStats, qc: KernelQcReport | None) -> bool:
+        """Publish the finished render (its artifact, with its quality report, in the one registry commit that
+        completes it), or delete its files when the registry discards it (a cancel was requested, or the task ended
+        meanwhile). True: published."""
         artifact = Artifact(  # where its files are is media_store.artifacts' layout
             ext=request.output_format,
             size_bytes=stats.size_bytes,
@@ -362,6 +367,7 @@ class RenderSupervisor:
             finished_at_ms=now_ms(),
             width=stats.width,
             height=stats.height,
+            qc=QcReport.model_validate(qc.to_json()) if qc is not None else None,
         )
         # The size delivered, said where every client era reads it: `resolution` names only the short side.
         message = f"Render complete: {stats.width}x{stats.height} {request.output_format}."

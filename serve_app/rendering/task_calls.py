@@ -26,7 +26,6 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from render_kernels.audio import EncodedAudio
-from render_kernels.mux import MuxStats
 from render_kernels.spec import RenderSpec
 from render_kernels.video import EncodedSegment
 from serve_app.rendering.render_tasks import (
@@ -37,6 +36,7 @@ from serve_app.rendering.render_tasks import (
     PicturesTask,
     SegmentSummary,
     SegmentTask,
+    StoredVideo,
     TaskRef,
     WarmTask,
     choose_codecs,
@@ -142,7 +142,7 @@ class RenderTasks:
             ray.cancel(chosen.ref)
             return None
 
-    def mux(self, task: MuxTask, audio: TaskRef[EncodedAudio | None]) -> TaskRef[MuxStats]:
+    def mux(self, task: MuxTask, audio: TaskRef[EncodedAudio | None]) -> TaskRef[StoredVideo]:
         """Start the mux, pinned to this node when the media store is this node's disk. The audio is a top-level
         argument, so Ray hands the task its value; the segments are fetched by the task one at a time."""
         options: dict[str, Any] = {}

@@ -54,6 +54,9 @@ const renderId = accepted.render_id;
 const waiting = await pollStatus(renderId, s => s.state === 'awaiting_watermark_approval' || s.terminal);
 const approval = await call('vidforge_approve_watermark', { render_id: renderId, approved: true });
 const done = await pollStatus(renderId, s => s.terminal);
+// The finished status again, whole: the quality check's contact sheet rides as an `image` block.
+const answered = await client.callTool({ name: 'vidforge_get_render_status', arguments: { render_id: renderId } });
+const images = answered.content.filter(block => block.type === 'image').map(({ mimeType, data }) => ({ mimeType, data }));
 
 console.log(
     JSON.stringify({
@@ -65,7 +68,8 @@ console.log(
         accepted,
         approval,
         states: [...waiting.seen, ...done.seen],
-        final: done.status
+        final: done.status,
+        images
     })
 );
 await client.close();

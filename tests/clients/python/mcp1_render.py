@@ -123,6 +123,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             final = await poll_until(session, render_id, TERMINAL_STATES)
             report["final"] = final
             if final["state"] == "succeeded":
+                # The finished status again, whole: the quality check's contact sheet rides as an `image` block.
+                answered = await session.call_tool("vidforge_get_render_status", {"render_id": render_id})
+                report["final_images"] = [
+                    {"mimeType": block.mimeType, "data": block.data} for block in answered.content if block.type == "image"
+                ]
                 video = await session.read_resource(final["video_uri"])
                 content = video.contents[0]
                 report["video_mime"] = content.mimeType

@@ -17,8 +17,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from PIL import Image
 
-from tests.harness import RENDER_DEADLINE_S, REPO, Wire, free_port, wait_until
+from tests.harness import RENDER_DEADLINE_S, REPO, SHEET_MAX_BYTES, Wire, free_port, wait_until
 from tests.media import decode_all, make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -157,6 +158,10 @@ def test_a_plain_render_lands_in_the_output_and_plays(plain_render, media):
     assert (video.width, video.height) == (1280, 720) and video.video_codec == "h264"
     assert video.frame_count == source.frame_count
     assert not list(out.parent.glob(".*.part"))  # the download's temporary file is gone
+    # The quality check's verdict printed, its contact sheet (the result's `image` block, through SDK 2.x) beside.
+    sheet = out.with_name("out.contact-sheet.jpg")
+    assert f"saved {sheet} (" in plain_render["stdout"] and "quality check: " in plain_render["stdout"]
+    assert Image.open(sheet).format == "JPEG" and sheet.stat().st_size <= SHEET_MAX_BYTES
 
 
 def test_the_terminal_shows_a_progress_bar_with_the_phase_and_percentage(plain_render):

@@ -11,6 +11,7 @@ command (serve_app/launch/cli.py) registers its commands beside the server's own
     progress    a render's figures, read from the task's status message, as a live bar or plain lines
     render      `vidforge render`: the whole round trip, approval included
     listing     `vidforge assets list`, `vidforge renders list|get`, `vidforge webhooks list`
+    quality     a finished video's quality check: its verdict, reasons and figures, and its contact sheet
     commands    the sub-commands, their exit codes and their one-line failures
     address, failures, interrupt: where the server is, how a command ends, what Ctrl-C does
 """

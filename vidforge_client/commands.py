@@ -44,7 +44,9 @@ def register_client_commands(
         help="render a video through a vidforge server, with a progress bar, and download it",
         description="Upload SOURCE (or use a vidforge://assets/… URI), render it as an MCP task, show its progress, "
         "and download the video. With --watermark, the render waits for the watermark's approval on the server's "
-        "review page (the link is printed), unless --approve approves it for you.",
+        "review page (the link is printed), unless --approve approves it for you. Where the server checks the "
+        "video's quality, its verdict and reasons are printed and its contact sheet (frames with their times) is "
+        "written beside the video as <output stem>.contact-sheet.jpg.",
         epilog=EXIT_CODES,
     )
     cmd.add_argument("source", help="a video file, or a vidforge://assets/… URI")
@@ -118,7 +120,7 @@ def _render(args: argparse.Namespace) -> int:
             video = await render(order, address, view, interrupt)
         finally:
             view.close()
-        print(f"saved {video.path} ({video.size_bytes} bytes, {video.duration_seconds:g} s, {video.render_id})")
+        print("\n".join(video.lines()))
 
     return run(args, work)
 

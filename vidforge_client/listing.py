@@ -1,6 +1,7 @@
 """`vidforge assets list`, `vidforge renders list`, `vidforge renders get ID` and `vidforge webhooks list`: the caller's
 own assets, renders and webhook deliveries (the server shows nobody else's), newest first, as a table; with `--json`, exactly what the server answered, for
-scripts. Times are shown in the local zone."""
+scripts. Times are shown in the local zone. `renders get` shows a finished video's quality check too: the verdict, its
+reasons, and the loudness and fidelity figures (vidforge_client.quality)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from rich.table import Table
 from mcp_protocol.answers import AssetItem, DeliveryItem, ListingPage, RenderItem
 from vidforge_client.address import ServerAddress
 from vidforge_client.failures import read_as
+from vidforge_client.quality import CheckedRender, QualityAnswer
 from vidforge_client.transfers import Listed, ServerFiles
 
 PIPE_WIDTH = 240  # a table piped to a file or a pager is not cut to 80 columns
@@ -62,10 +64,16 @@ def _show_page(page: ListingPage[ItemT], table: Callable[[list[ItemT]], Table]) 
 async def show_render(address: ServerAddress, render_id: str, as_json: bool) -> None:
     async with httpx2.AsyncClient(headers=address.headers, timeout=TIMEOUT_S) as http:
         body = await ServerFiles(http, address).render(render_id)
+    print_render(body, render_id, as_json)
+
+
+def print_render(body: object, render_id: str, as_json: bool) -> None:
+    """`GET /renders/{render_id}`'s answer on stdout: as a table, or as the server's JSON."""
     if as_json:
         print(json.dumps(body, indent=2))
         return
-    _stdout().print(render_table(read_as(RenderItem, body, f"GET /renders/{render_id}")))
+    item = read_as(CheckedRender, body, f"GET /renders/{render_id}")
+    _stdout().print(render_table(item, item.qc))
 
 
 def assets_table(items: list[AssetItem]) -> Table:
@@ -125,7 +133,8 @@ def renders_table(items: list[RenderItem]) -> Table:
     return table
 
 
-def render_table(item: RenderItem) -> Table:
+def render_table(item: RenderItem, quality: QualityAnswer | None = None) -> Table:
+    """One render, a row per fact it has (`quality`: its video's quality check, when it had one)."""
     table = Table("", "", show_header=False, title=item.render_id)
     rows = [
         ("state", item.state),
@@ -138,6 +147,8 @@ def render_table(item: RenderItem) -> Table:
         ("size", str(item.size_bytes) if item.size_bytes is not None else ""),
         ("expires", local_time(item.expires_at)),
     ]
+    if quality is not None:
+        rows += [("quality check", quality.verdict), ("reasons", "\n".join(quality.reasons)), *quality.figures()]
     for name, value in rows:
         if value:
             table.add_row(name, value)

@@ -9,7 +9,9 @@
 4. A watermark is approved by a person on the server's review page (the link is printed; the render waits), or, with
    `--approve`, by this command itself through `vidforge_approve_watermark`, which the server allows for one's own
    render (if it refuses, the link is printed and the render waits as without the flag).
-5. The finished video is downloaded to the output and its place printed (stdout: the path alone, for scripts).
+5. The finished video is downloaded to the output and its place printed on stdout. Where the server checked its
+   quality, the check's contact sheet (the result's `image` block) is written beside it as
+   `<output stem>.contact-sheet.jpg`, and the verdict and its reasons are printed after it (vidforge_client.quality).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from vidforge_client.address import ServerAddress
 from vidforge_client.failures import ClientFailure, ExitCode, read_as
 from vidforge_client.interrupt import Interrupt
 from vidforge_client.progress import ProgressFigures, ProgressView
+from vidforge_client.quality import QualityAnswer, ResultQuality
 from vidforge_client.tasks import ElicitParams, TasksExtension, TaskState
 from vidforge_client.transfers import ServerFiles
 
@@ -71,6 +74,16 @@ class RenderedVideo:
     path: Path
     size_bytes: int
     duration_seconds: float
+    quality: QualityAnswer | None  # the server's quality check of the video, when it made one
+    contact_sheet: Path | None  # where its contact sheet was written, when the result carried one
+
+    def lines(self) -> list[str]:
+        """What the command prints on stdout: where the video (and its contact sheet) went, then the check's verdict
+        and reasons."""
+        lines = [f"saved {self.path} ({self.size_bytes} bytes, {self.duration_seconds:g} s, {self.render_id})"]
+        if self.contact_sheet is not None:
+            lines.append(f"saved {self.contact_sheet} (the quality check's contact sheet)")
+        return lines + (self.quality.lines() if self.quality is not None else [])
 
 
 def is_asset_uri(value: str) -> bool:
@@ -169,9 +182,12 @@ async def render(order: RenderOrder, address: ServerAddress, view: ProgressView,
             refusal = ErrorEnvelope.in_body({"error": result.structured_content})
             why = f"{refusal.code}: {refusal.text()}" if refusal else str(result.content)
             raise ClientFailure(ExitCode.FAILED, f"{render_id} failed: {why}")
-        done = read_as(RenderSucceeded, result.structured_content, f"{RENDER_TOOL} ({render_id})")
+        what = f"{RENDER_TOOL} ({render_id})"
+        done = read_as(RenderSucceeded, result.structured_content, what)
+        quality = ResultQuality.of(result, what)
         size = await files.download(done.video_uri, out)
-    return RenderedVideo(render_id, done.video_uri, out, size, done.duration_seconds)
+    sheet = quality.save_sheet(out)
+    return RenderedVideo(render_id, done.video_uri, out, size, done.duration_seconds, quality.report, sheet)
 
 
 async def _upload(files: ServerFiles, path: Path, view: ProgressView) -> str:

@@ -113,5 +113,5 @@ def static_route() -> Route:
     return Route(STATIC_PATH + "/{name}", static_file, methods=["GET"])
 
 
-def image(png: bytes) -> Response:
-    return Response(png, media_type="image/png", headers=SECURITY_HEADERS)
+def image(data: bytes, media_type: str = "image/png") -> Response:
+    return Response(data, media_type=media_type, headers=SECURITY_HEADERS)

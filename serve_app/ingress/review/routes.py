@@ -5,6 +5,8 @@
   303 back to the page (post/redirect/get), which shows it;
 - `GET /review/{task_id}/preview.png?cap=…`, `…/source.png?cap=…` — the watermark preview and the source's first
   frame, through the same capability;
+- `GET /review/{task_id}/contact-sheet.jpg?cap=…` — once the approved render has finished, its quality check's
+  contact sheet, which the page shows with the check's verdict and a link to the video's watch page;
 - `GET /review/static/{name}` — the pages' stylesheet and script (CSP `style-src 'self'; script-src 'self'`), served
   also without a review key (the front page uses the stylesheet).
 
@@ -46,6 +48,7 @@ from serve_app.ingress.review.pages import (
     refused_page,
     static_route,
 )
+from serve_app.ingress.review.quality import CONTACT_SHEET, QualityView, quality_report
 from serve_app.ingress.review.view import ReviewState, ReviewView, ended_undecided_text
 from serve_app.ingress.web_origin import origin_key
 
@@ -74,6 +77,14 @@ class ReviewBackend(Protocol):
         """The stored PNG; None when there is none (not made yet, or deleted with the render)."""
         ...
 
+    def watch_url(self, rec: TaskRecord) -> str | None:
+        """The watch page of `rec`'s finished video (serve_app.ingress.watch.links); None when it has none."""
+        ...
+
+    async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
+        """The contact sheet JPEG of `rec`'s quality check; None without a check, or when its sheet is not stored."""
+        ...
+
 
 class _Refused(Exception):
     def __init__(self, response: Response) -> None:
@@ -97,6 +108,7 @@ class ReviewRoutes:
         return [
             Route(REVIEW_PATH + "/{task_id}", self.review, methods=["GET", "POST"]),
             Route(REVIEW_PATH + "/{task_id}/{image}.png", self.image, methods=["GET"]),
+            Route(REVIEW_PATH + f"/{{task_id}}/{CONTACT_SHEET}", self.contact_sheet, methods=["GET"]),
         ]
 
     async def _authorized(self, task_id: str, token: str | None) -> ReviewedRender:
@@ -121,18 +133,26 @@ class ReviewRoutes:
                 return await self._decide(request)
             task_id = request.path_params["task_id"]
             token = request.query_params.get(CAPABILITY_PARAM)
-            return self._page(await self._authorized(task_id, token), token or "")
+            return await self._page(await self._authorized(task_id, token), token or "")
         except _Refused as refused:
             return refused.response
 
-    def _page(self, render: ReviewedRender, token: str) -> Response:
+    async def _page(self, render: ReviewedRender, token: str) -> Response:
         view = ReviewView.of(render, time.time() * 1000)
         images = {
             which.value: with_capability(review_path(view.task_id, f"/{which}.png"), token) for which in ReviewImage
         }
+        images[CONTACT_SHEET] = with_capability(review_path(view.task_id, f"/{CONTACT_SHEET}"), token)
+        # Once the approved render has finished, the page says so with what its quality check found (the sheet only
+        # when it is stored: no broken image) and where to watch the video.
+        rec = render.record
+        report = quality_report(rec)
+        quality = QualityView.of(report, await self.backend.contact_sheet(rec) is not None) if report else None
         return html_page(
             "review.html",
             view=view,
+            quality=quality,
+            watch_url=self.backend.watch_url(rec) if view.finished else None,
             pending=view.state is ReviewState.PENDING,
             token=token,
             # The capability rides the URL too, so the ingress counts the post as the link's, not as anonymous.
@@ -218,6 +238,16 @@ class ReviewRoutes:
         if png is None:
             return refused_page(404, "Image not available", "This image is not stored (any more) for this render.")
         return image(png)
+
+    async def contact_sheet(self, request: Request) -> Response:
+        try:
+            render = await self._authorized(request.path_params["task_id"], request.query_params.get(CAPABILITY_PARAM))
+        except _Refused as refused:
+            return refused.response
+        jpeg = await self.backend.contact_sheet(render.record)
+        if jpeg is None:
+            return refused_page(404, "Contact sheet not available", "No contact sheet is stored for this render.")
+        return image(jpeg, "image/jpeg")
 
 
 def superseded() -> LinkRefused:

@@ -2,8 +2,9 @@
 
 Read from the registry's record of the approval round the link was minted for: while that round awaits a decision
 the page offers Approve and Reject; once it is decided (here, through `tasks/update`, or through
-`vidforge_approve_watermark`) it shows the decision; a round that ended undecided (timed out, cancelled) shows
-how it ended. Times are `Moment`s, which the page shows in the viewer's own time zone.
+`vidforge_approve_watermark`) it shows the decision, and once the approved render has finished, that its video is
+there; a round that ended undecided (timed out, cancelled) shows how it ended. Times are `Moment`s, which the page
+shows in the viewer's own time zone.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from mcp_protocol.domain import ApprovalTimedOut, Cancelled, TaskRecord
+from mcp_protocol.domain import ApprovalTimedOut, Cancelled, Succeeded, TaskRecord
 from render_kernels.compose import watermark_box
 from serve_app.ingress.review.pages import Moment, ReviewedRender
 
@@ -100,6 +101,7 @@ class ReviewView:
     decided: Moment | None  # once decided
     note: str | None  # the decision's
     ended_undecided: str  # how the round ended, when it closed undecided
+    finished: bool  # the render ended with its video
 
     @classmethod
     def of(cls, render: ReviewedRender, now_ms: float) -> ReviewView:
@@ -128,4 +130,5 @@ class ReviewView:
             decided=Moment.of_ms(approval.at_ms) if approval is not None else None,
             note=approval.note if approval is not None else None,
             ended_undecided=ended_undecided_text(rec),
+            finished=isinstance(rec.end, Succeeded),
         )

@@ -3,9 +3,11 @@ the video as a `resource_link`, which a chat host cannot play; this page can).
 
 `GET /watch/<task id>?cap=…` plays the video in an HTML `<video>` (Range requests, so it starts at once and seeks),
 shows its poster frame until it plays and the facts (size, duration, format, resolution, until when it is kept),
-and offers a download button. The video, the download and the poster are fetched through the same capability; with
-the media in a bucket and direct transfers on, the video and the download are redirects to short-lived presigned
-URLs of the object (serve_app/ingress/http_files.py), so the bytes do not pass through the server.
+what its quality check found (the verdict, its reasons and the contact sheet; serve_app/ingress/review/quality.py),
+and offers a download button. The video, the download, the poster and the contact sheet are fetched through the
+same capability; with the media in a bucket and direct transfers on, the video and the download are redirects to
+short-lived presigned URLs of the object (serve_app/ingress/http_files.py), so the bytes do not pass through the
+server.
 
 The credential is the link itself: the review page's capability scheme (serve_app/ingress/review/capability.py),
 under the same key with a purpose of its own (a review link opens no watch page, and the other way round), scoped to

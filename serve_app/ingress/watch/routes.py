@@ -3,7 +3,9 @@
 - `GET /watch/{task_id}?cap=…` — the page;
 - `GET /watch/{task_id}/video?cap=…` — the video for its `<video>` (inline, Range requests; HEAD too);
 - `GET /watch/{task_id}/download?cap=…` — the same bytes as a download (`final.<ext>`);
-- `GET /watch/{task_id}/poster.jpg?cap=…` — the poster frame.
+- `GET /watch/{task_id}/poster.jpg?cap=…` — the poster frame;
+- `GET /watch/{task_id}/contact-sheet.jpg?cap=…` — the quality check's contact sheet (the page shows it, with the
+  check's verdict and reasons, when the render has one).
 
 Where the bucket serves the video (serve_app/ingress/http_files.py: `artifact_response`), the video and the download
 are 307s to presigned URLs of the object, and the page's Content-Security-Policy allows media from the bucket's
@@ -16,6 +18,7 @@ one or a video no longer kept.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -30,13 +33,15 @@ from serve_app.config import Config
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
 from serve_app.ingress.review.links import CAPABILITY_PARAM, with_capability
 from serve_app.ingress.review.pages import SECURITY_HEADERS, Moment, html_page, refused_page
+from serve_app.ingress.review.quality import CONTACT_SHEET, QualityView, quality_report
 from serve_app.ingress.stored_media import ArtifactFile, artifact_response, storage_unavailable
 from serve_app.ingress.watch.links import WATCH_PATH, watch_path, watch_signer
 from serve_app.ingress.watch.view import WatchView
 
 TEMPLATES = "serve_app.ingress.watch"  # templates/watch.html
 CSP = "Content-Security-Policy"
-WATCH_FILES = ("video", "download", "poster.jpg")  # what the page loads or links to, each through the capability
+# What the page loads or links to, each through the capability.
+WATCH_FILES = ("video", "download", "poster.jpg", CONTACT_SHEET)
 
 
 class WatchBackend(Protocol):
@@ -52,6 +57,10 @@ class WatchBackend(Protocol):
 
     async def watch_poster(self, task_id: str) -> bytes | None:
         """The stored poster JPEG; None when there is none."""
+        ...
+
+    async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
+        """The contact sheet JPEG of `rec`'s quality check; None without a check, or when its sheet is not stored."""
         ...
 
 
@@ -89,6 +98,7 @@ class WatchRoutes:
             Route(WATCH_PATH + "/{task_id}/video", self.video, methods=["GET", "HEAD"]),
             Route(WATCH_PATH + "/{task_id}/download", self.download, methods=["GET", "HEAD"]),
             Route(WATCH_PATH + "/{task_id}/poster.jpg", self.poster, methods=["GET"]),
+            Route(WATCH_PATH + f"/{{task_id}}/{CONTACT_SHEET}", self.contact_sheet, methods=["GET"]),
         ]
 
     async def _authorized(self, request: Request) -> tuple[TaskRecord, Artifact]:
@@ -133,10 +143,15 @@ class WatchRoutes:
             return refused.response
         token = request.query_params[CAPABILITY_PARAM]
         links = {name: with_capability(watch_path(rec.task_id, f"/{name}"), token) for name in WATCH_FILES}
+        report = quality_report(rec)
+        # The sheet is shown only when it is there (the service keeps the last ones read, so the image's own request
+        # right after reads it again from memory): no broken image where a render has none.
+        quality = QualityView.of(report, await self.backend.contact_sheet(rec) is not None) if report else None
         response = html_page(
             "watch.html",
             package=TEMPLATES,
             view=WatchView.of(rec, artifact, self.retention_s),
+            quality=quality,
             links=links,
         )
         response.headers[CSP] = media_policy(file)
@@ -156,13 +171,22 @@ class WatchRoutes:
         return artifact_response(file, request, attachment, SECURITY_HEADERS)
 
     async def poster(self, request: Request) -> Response:
+        return await self._jpeg(request, lambda rec: self.backend.watch_poster(rec.task_id), "poster")
+
+    async def contact_sheet(self, request: Request) -> Response:
+        return await self._jpeg(request, self.backend.contact_sheet, "contact sheet")
+
+    async def _jpeg(
+        self, request: Request, read: Callable[[TaskRecord], Awaitable[bytes | None]], name: str
+    ) -> Response:
+        """One of the video's stored pictures (`read` from the backend), named `name` in the 404 when there is none."""
         try:
             rec, _ = await self._authorized(request)
         except _Refused as refused:
             return refused.response
-        jpeg = await self.backend.watch_poster(rec.task_id)
+        jpeg = await read(rec)
         if jpeg is None:
-            return refused_page(404, "Poster not available", "No poster is stored for this video.")
+            return refused_page(404, f"{name.capitalize()} not available", f"No {name} is stored for this video.")
         return Response(jpeg, media_type="image/jpeg", headers=SECURITY_HEADERS)
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import ray
 
-from actors.actor_calls import ActorClient
 from actors.handle import singleton_actor_options
 from mcp_protocol.desk_jobs import DeskJob
 from mcp_protocol.domain import TaskStatus
@@ -147,18 +147,28 @@ class JobDesk(Generic[H]):
             del self.jobs[task_id]
 
 
-C = TypeVar("C", bound=ActorClient)
+class JobCalls(Protocol):
+    """What every desk's typed client answers besides its kind's own calls."""
+
+    async def get(self, principal: str, task_id: str) -> DeskJob | None: ...
+    async def cancel(self, principal: str, task_id: str) -> DeskJob | None: ...
+
+
+C = TypeVar("C", bound=JobCalls)
 
 
 class LazyDesk(Generic[C]):
-    """A kind's desk actor as a replica reaches it, through its typed client `C`.
+    """A kind's desk actor as a replica reaches it, through its typed client `C`; a kind's client subclasses it
+    with its own calls (`started()` for one that takes a job on, `found()` for one that asks after one).
 
     The desk starts with the cluster's first job of its kind, not with the server: a server that never runs one runs
     no process for it (every Python process of Ray's wakes 100 times a second, ~0.006 CPU-s per second at rest, CPU
     that renders then do not get). Once started it stays, found by name. Until then nothing is held, so a question
-    about a job answers None without starting it (`found`)."""
+    about a job answers None without starting it."""
 
-    def __init__(self, config: Config, desk_class: type, name: str, client: type[C], described: str) -> None:
+    def __init__(
+        self, config: Config, desk_class: type, name: str, client: Callable[[Any, str], C], described: str
+    ) -> None:
         self._config, self._desk_class, self._name = config, desk_class, name
         self._client, self._described = client, described
         self._desk: C | None = None
@@ -180,3 +190,11 @@ class LazyDesk(Generic[C]):
                 return None
             self._desk = self._client(handle, self._described)
         return self._desk
+
+    async def get(self, principal: str, task_id: str) -> DeskJob | None:
+        desk = self.found()
+        return None if desk is None else await desk.get(principal, task_id)
+
+    async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
+        desk = self.found()
+        return None if desk is None else await desk.cancel(principal, task_id)

@@ -188,26 +188,18 @@ class DeskActor(ActorClient):
     cancel = ActorCall(ImportDeskApi.cancel)
 
 
-class DeskClient:
-    """The cluster's import desk, as an `ImportDeskApi`: started with the cluster's first import (LazyDesk)."""
+class DeskClient(LazyDesk[DeskActor]):
+    """The cluster's import desk, as an `ImportDeskApi`: started with the cluster's first import."""
 
     def __init__(self, config: Config) -> None:
-        self._desk = LazyDesk(config, ImportDesk, IMPORT_DESK_NAME, DeskActor, DESK)
+        super().__init__(config, ImportDesk, IMPORT_DESK_NAME, DeskActor, DESK)
 
     async def start(self, principal: str, source: ImportSource) -> DeskJob:
-        return await self._desk.started().start(principal, source)
-
-    async def get(self, principal: str, task_id: str) -> DeskJob | None:
-        desk = self._desk.found()
-        return None if desk is None else await desk.get(principal, task_id)
+        return await self.started().start(principal, source)
 
     async def wait(self, principal: str, task_id: str) -> DeskJob | None:
-        desk = self._desk.found()
+        desk = self.found()
         return None if desk is None else await desk.wait(principal, task_id)
-
-    async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
-        desk = self._desk.found()
-        return None if desk is None else await desk.cancel(principal, task_id)
 
 
 _CLUSTER: type[ImportDeskApi] = DeskClient  # and the cluster's client

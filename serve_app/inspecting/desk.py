@@ -163,26 +163,18 @@ class InspectDeskActor(ActorClient):
     cancel = ActorCall(InspectDeskApi.cancel)
 
 
-class InspectDeskClient:
+class InspectDeskClient(LazyDesk[InspectDeskActor]):
     """The cluster's inspection desk, as an `InspectDeskApi`: started with the cluster's first inspection."""
 
     def __init__(self, config: Config) -> None:
-        self._desk = LazyDesk(config, InspectDesk, INSPECT_DESK_NAME, InspectDeskActor, DESK)
+        super().__init__(config, InspectDesk, INSPECT_DESK_NAME, InspectDeskActor, DESK)
 
     async def start(self, principal: str, target: InspectTarget) -> DeskJob:
-        return await self._desk.started().start(principal, target)
-
-    async def get(self, principal: str, task_id: str) -> DeskJob | None:
-        desk = self._desk.found()
-        return None if desk is None else await desk.get(principal, task_id)
+        return await self.started().start(principal, target)
 
     async def wait_for(self, principal: str, task_id: str, timeout_s: float) -> DeskJob | None:
-        desk = self._desk.found()
+        desk = self.found()
         return None if desk is None else await desk.wait_for(principal, task_id, timeout_s)
-
-    async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
-        desk = self._desk.found()
-        return None if desk is None else await desk.cancel(principal, task_id)
 
 
 _CLUSTER: type[InspectDeskApi] = InspectDeskClient  # and the cluster's client

@@ -3,11 +3,13 @@
 The job is render_throughput's (a 1080p30 clip with audio -> 720p with a watermark, through the Ray render driver in
 this process, Ray's start-up and the workers' warm-up left out), in a format of your choice. Each round renders once
 with the check (its thresholds, report and contact sheet, as a server makes them: `VIDFORGE_QC` on) and once without
-(`VIDFORGE_QC=false`), in alternating order so that neither side always runs first; the medians are compared.
+(`VIDFORGE_QC=false`), in alternating order so that neither side always runs first; the medians are compared. `--no-fidelity` checks without fidelity
+(`VIDFORGE_QC_FIDELITY=false`), the part that costs.
 Target: the check adds at most 3 % to a render's wall time. It also prints the report of the last checked render.
 
     .venv/bin/python benchmarks/qc_cost.py --seconds 30 --rounds 5
     .venv/bin/python benchmarks/qc_cost.py --seconds 30 --rounds 5 --format webm
+    .venv/bin/python benchmarks/qc_cost.py --seconds 30 --rounds 5 --no-fidelity
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from serve_app.rendering.render_job import RenderJob  # noqa: E402
 TARGET_OVERHEAD = 0.03
 
 
-def render(source: str, spec: RenderSpec, out_dir: str, checked: bool) -> RenderRun:
+def render(source: str, spec: RenderSpec, out_dir: str, checked: bool, fidelity: bool = True) -> RenderRun:
     os.makedirs(out_dir, exist_ok=True)
     job = RenderJob(
         source,
@@ -48,6 +50,7 @@ def render(source: str, spec: RenderSpec, out_dir: str, checked: bool) -> Render
         os.path.join(out_dir, "preview.png"),
         qc=QcThresholds() if checked else None,
         contact_sheet_path=os.path.join(out_dir, "contact-sheet.jpg") if checked else None,
+        qc_fidelity=fidelity,
     )
     run = RenderRun(job, AutoApprove())
     asyncio.run(run.run())
@@ -60,6 +63,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="renders with and without the check, each")
     parser.add_argument("--format", default="mp4", choices=("mp4", "webm", "mov"))
     parser.add_argument("--workdir", help="where inputs and outputs go (default: a temporary directory)")
+    parser.add_argument(
+        "--no-fidelity", action="store_true", help="the check without fidelity (VIDFORGE_QC_FIDELITY=false)"
+    )
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="vidforge-qc-")
     source = benchmark_clip(workdir, args.seconds)
@@ -77,7 +83,8 @@ def main() -> None:
     for round_ in range(args.rounds):
         for checked in (True, False) if round_ % 2 == 0 else (False, True):
             started = time.perf_counter()
-            run = render(source, spec, os.path.join(workdir, f"r{round_}-{'qc' if checked else 'plain'}"), checked)
+            out_dir = os.path.join(workdir, f"r{round_}-{'qc' if checked else 'plain'}")
+            run = render(source, spec, out_dir, checked, fidelity=not args.no_fidelity)
             walls[checked].append(time.perf_counter() - started)
             last = run if checked else last
         print(f"round {round_ + 1}: with {walls[True][-1]:.2f} s, without {walls[False][-1]:.2f} s")

@@ -26,6 +26,7 @@ from render_kernels.media_io import Damaged
 from render_kernels.plan import MIN_SEGMENT_S, plan_segments
 from render_kernels.preview import render_preview
 from render_kernels.probe import probe
+from render_kernels.qc.findings import QcThresholds
 from render_kernels.spec import RenderSpec, WatermarkSpec
 from render_kernels.video import encode_segment
 from serve_app.config import Config
@@ -266,6 +267,27 @@ def test_progress_moves_while_a_segment_is_encoding(cluster, media, tmp_path, mo
     mid = [r for r in hooks.progress_calls if r.phase == "rendering" and 0 < r.frames_done < stats.frame_count]
     assert mid, "no report between the first and the last frame"
     assert hooks.progress_calls[-1].frames_done == stats.frame_count
+
+
+@pytest.mark.parametrize("fidelity", [True, False])
+def test_the_quality_check_comes_back_with_the_render(cluster, media, tmp_path, fidelity):
+    """With the check (as a server asks for it): its report on the run, one fidelity sample a second when asked for
+    (VIDFORGE_QC_FIDELITY) and none otherwise, and its contact sheet stored; a clean clip passes."""
+    sheet = tmp_path / "contact-sheet.jpg"
+    job = replace(
+        short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=2),
+        qc=QcThresholds(),
+        contact_sheet_path=str(sheet),
+        qc_fidelity=fidelity,
+    )
+    run = RenderRun(job, Hooks())
+    asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
+    assert run.qc is not None and run.qc.output_frames == run.qc.source_frames == SECONDS * FPS
+    if fidelity:
+        assert run.qc.fidelity is not None and run.qc.fidelity.frames_compared >= SECONDS
+    else:
+        assert run.qc.fidelity is None
+    assert sheet.read_bytes()[:2] == b"\xff\xd8"  # a JPEG
 
 
 @pytest.mark.parametrize(("workers", "threads"), [(2, 1), (1, 2)])

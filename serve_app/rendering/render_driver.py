@@ -31,7 +31,7 @@ import functools
 import time
 import uuid
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mcp_protocol.progress import PROBING, RenderProgress
@@ -150,6 +150,8 @@ class RenderRun:
         # The quality check rides in the tasks that already hold the frames: each segment measures its own, the mux
         # merges them (render_kernels.qc).
         qc = QcRequest.evenly(info.frame_count, info.fps, SHEET_TILES, job.qc) if job.qc is not None else None
+        if qc is not None and not job.qc_fidelity:
+            qc = replace(qc, fidelity_frames=frozenset())
         audio = None if ride_along else queue.schedule(lambda: tasks.audio(audio_task))
         pictures = pictures_wanted(job, parsed_preview)
         # No stills (none wanted, or plan_stills left them to a task): the approval gate makes its pictures itself.

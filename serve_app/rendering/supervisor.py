@@ -191,6 +191,7 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         poster_path=poster_key(task_id),
         qc=config.qc_thresholds() if config.qc else None,
         contact_sheet_path=contact_sheet_key(task_id) if config.qc else None,
+        qc_fidelity=config.qc_fidelity,
         workers=config.render_workers,
         parse=ParseBounds.of(config),
         limits=media_limits(config),

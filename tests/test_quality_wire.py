@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from mcp_protocol.quality import QC_META_KEY, QcReport
+from mcp_protocol.webhook_events import events_for
 from tests.fast_wire import Media, fast_wire
 
 RENDER = "vidforge_render_video"
@@ -138,3 +139,24 @@ def test_a_sheet_gone_from_the_store_leaves_its_link(wire, media):
     result = wire.task("tasks/get", task_id)["result"]["result"]
     assert result["_meta"][QC_META_KEY] == REPORT.to_json() and not image_blocks(result)
     assert "contact-sheet.jpg" in {block.get("name") for block in result["content"]}
+
+
+def test_a_completed_event_carries_the_report(wire, media):
+    """The webhook `render.completed` body (mcp_protocol.webhook_events, written in the completing commit) carries
+    the report; a render without one carries none. (The `GET /renders` item: tests/test_quality_surfaces.py.)"""
+    task_id = wire.tool(RENDER, render_args(media), tasks=True)["taskId"]
+    checked = wire.succeed(task_id, qc=REPORT, contact_sheet=sheet_jpeg())
+    assert checked is not None
+    to_receiver = checked.model_copy(
+        update={"request": checked.request.model_copy(update={"notify_url": "https://r.example/h"})}
+    )
+    (event,) = events_for(None, to_receiver, retention_s=3600)
+    body = json.loads(event.body)
+    assert body["type"] == "render.completed" and body["qc"] == REPORT.to_json()
+    plain = wire.succeed(wire.tool(RENDER, render_args(media), tasks=True)["taskId"])
+    assert plain is not None
+    to_receiver = plain.model_copy(
+        update={"request": plain.request.model_copy(update={"notify_url": "https://r.example/h"})}
+    )
+    (event,) = events_for(None, to_receiver, retention_s=3600)
+    assert "qc" not in json.loads(event.body)

@@ -195,10 +195,10 @@ def render_status(
         assert isinstance(result, dict)
         for key in ("video_uri", "duration_seconds", "size_bytes", "resolution", "watermark_applied"):
             out[key] = result[key]
-        if watch_url is not None:
-            out["status_message"] = f"{out['status_message']} Watch it in a browser: {watch_url}"
         if (qc := rec.end.artifact.qc) is not None:
             out["status_message"] = f"{out['status_message']} {qc.sentence()}"
+        if watch_url is not None:  # last: the link ends the line, as it does without a check
+            out["status_message"] = f"{out['status_message']} Watch it in a browser: {watch_url}"
     elif state is FallbackState.FAILED:
         out["error"] = error_envelope_of(rec)
     if rec.pending is not None:

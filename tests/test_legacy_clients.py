@@ -16,7 +16,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness import PROTOCOL, REPO, TERMINAL, Wire, contact_sheet_of, meta, poll_task, upload, validate
+from tests.harness import (
+    PROTOCOL,
+    REPO,
+    TERMINAL,
+    TOOL_NAMES,
+    Wire,
+    contact_sheet_of,
+    meta,
+    poll_task,
+    upload,
+    validate,
+)
 from tests.https_origin import Answer
 from tests.media import decode_all, make_clip, make_watermark_png
 
@@ -196,7 +207,7 @@ def test_2026_body_on_the_2025_route_is_a_header_mismatch(server):
 def test_headerless_request_without_2026_envelope_is_a_2025_request(server):
     """2025-06-18 streamable-http: no `MCP-Protocol-Version` and no other way to tell → assume 2025-03-26."""
     tools = legacy_result(legacy_post(server, request("tools/list"), version=None))
-    assert len(tools["tools"]) == 6
+    assert [tool["name"] for tool in tools["tools"]] == TOOL_NAMES
 
 
 @pytest.mark.parametrize(

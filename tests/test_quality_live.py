@@ -109,7 +109,7 @@ def test_a_clean_control_passes_and_the_status_tool_carries_it(shared_server, tm
     report = status["_meta"][QC_META_KEY]
     assert (report["verdict"], report["reasons"]) == ("pass", [])
     assert report["black"] == report["frozen"] == report["silent"] == [] and report["clipped_samples"] == 0
-    assert status["structuredContent"]["status_message"].endswith("QC pass.")
+    assert "QC pass." in status["structuredContent"]["status_message"]
     sheet_of(status)
 
 

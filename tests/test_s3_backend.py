@@ -112,7 +112,9 @@ def test_render_with_media_in_a_bucket(s3_server, tmp_path):
         video_key = f"{PREFIX}/artifacts/{task_id}/final.mp4"
         source_frame_key = f"{PREFIX}/artifacts/{task_id}/source-frame.png"  # the review page's source frame
         poster_key = f"{PREFIX}/artifacts/{task_id}/poster.jpg"  # the watch page's poster
-        assert s3_server.object_keys(f"{PREFIX}/artifacts/") == [video_key, poster_key, source_frame_key, preview_key]
+        sheet_key = f"{PREFIX}/artifacts/{task_id}/contact-sheet.jpg"  # the quality check's contact sheet
+        stored = [sheet_key, video_key, poster_key, source_frame_key, preview_key]
+        assert s3_server.object_keys(f"{PREFIX}/artifacts/") == stored
         video = s3_server.get(video_key)
         assert media_files(data_dir) == []  # the data dir holds the registry's state only
         (tmp_path / "final.mp4").write_bytes(video)

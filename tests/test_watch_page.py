@@ -111,8 +111,9 @@ def test_the_result_names_the_watch_page_and_the_poster_and_keeps_the_contracts_
     validate(result, "core", "CallToolResult")
     link = watch_link(result)
     assert f"/watch/{task_id}?" in link
-    text, video, poster = result["content"]
-    assert set(json.loads(text["text"])) == {"status", "video_uri", "duration_seconds", "size_bytes", "watch_url"}
+    text, video, poster, *checked = result["content"]  # then the quality check's: tests/test_quality_live.py
+    assert [block.get("name", block["type"]) for block in checked] == ["contact-sheet.jpg", "qc.json", "image"]
+    assert set(json.loads(text["text"])) == {"status", "video_uri", "duration_seconds", "size_bytes", "watch_url", "qc"}
     assert video["type"] == "resource_link" and video["description"].endswith(
         f"; retained 7 days. Watch it in a browser: {link}"
     )

@@ -80,7 +80,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/render_throughput.py --mcp --seconds 30 --memory 30,60,120
 	$(BIN)/python benchmarks/qc_cost.py --seconds 30 --rounds 5
 	$(BIN)/python benchmarks/qc_cost.py --seconds 30 --rounds 5 --format webm
-	$(BIN)/python benchmarks/qc_cost.py --seconds 30 --rounds 5 --no-fidelity
+	$(BIN)/python benchmarks/qc_cost.py --seconds 30 --rounds 5 --fidelity
 	$(BIN)/python benchmarks/render_matrix.py
 	$(BIN)/python benchmarks/rate_distortion.py
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3

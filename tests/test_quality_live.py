@@ -73,7 +73,7 @@ def test_a_render_reports_each_defect_once_with_its_sheet(shared_server, defect_
     report = result["_meta"][QC_META_KEY]
     check_defects(report)
     assert report["frames"] == {"source": 360, "output": 360}
-    assert report["fidelity"]["frames_compared"] >= 12 and report["fidelity"]["psnr_y_db"] > 30
+    assert report["fidelity"] is None  # VIDFORGE_QC_FIDELITY is off by default (measured: tests/test_render_driver.py)
     assert json.loads(result["content"][0]["text"])["qc"] == {"verdict": "warn", "reasons": report["reasons"]}
     sheet = sheet_of(result)
     # The contract's structuredContent is as it was.

@@ -73,7 +73,7 @@ DOCUMENTED = {
     "VIDFORGE_MAX_IMPORTS": ("max_imports", 2, 1),
     "VIDFORGE_MAX_LIST_ITEMS": ("max_list_items", 100, 5),
     "VIDFORGE_QC": ("qc", True, False),
-    "VIDFORGE_QC_FIDELITY": ("qc_fidelity", True, False),
+    "VIDFORGE_QC_FIDELITY": ("qc_fidelity", False, True),
     "VIDFORGE_QC_BLACK_MIN_S": ("qc_black_min_s", 0.5, 2.0),
     "VIDFORGE_QC_FROZEN_MIN_S": ("qc_frozen_min_s", 1.0, 3.0),
     "VIDFORGE_QC_SILENCE_MIN_S": ("qc_silence_min_s", 1.0, 2.5),

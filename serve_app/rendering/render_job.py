@@ -40,7 +40,8 @@ class RenderJob:
     # None: no check.
     qc: QcThresholds | None = None
     contact_sheet_path: str | None = None
-    qc_fidelity: bool = True  # with the check: whether the segments measure fidelity (VIDFORGE_QC_FIDELITY)
+    # With the check: whether the segments measure fidelity (VIDFORGE_QC_FIDELITY).
+    qc_fidelity: bool = Config.model_fields["qc_fidelity"].default
     workers: int = 0  # segments to aim for; 0: one per CPU of the cluster (SegmentScheduler.plan_width)
     # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
     parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))

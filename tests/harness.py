@@ -36,6 +36,16 @@ TERMINAL = ("completed", "failed", "cancelled")
 # The settings of the session's shared servers (tests/conftest.py).
 SHARED_ENV = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_INLINE_RESOURCE_BYTES": str(4 * 1024 * 1024)}
 SHARED_ALLOWED_ORIGIN = "https://app.example"  # the operator-listed origin of the shared tokens server
+# A completed render's structuredContent (contract §3.4), in its order.
+COMPLETED_FIELDS = (
+    "status",
+    "video_uri",
+    "duration_seconds",
+    "size_bytes",
+    "resolution",
+    "watermark_applied",
+    "expires_at",
+)
 # The catalog every client of either era must see, in tools/list order.
 TOOL_NAMES = [
     "vidforge_render_video",

@@ -17,7 +17,7 @@ from PIL import Image
 
 from mcp_protocol.quality import QC_META_KEY
 from tests.defect_media import make_defect_clip
-from tests.harness import Wire, poll_status, poll_task, upload, validate
+from tests.harness import COMPLETED_FIELDS, Wire, poll_status, poll_task, upload, validate
 from tests.media import make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -77,15 +77,7 @@ def test_a_render_reports_each_defect_once_with_its_sheet(shared_server, defect_
     assert json.loads(result["content"][0]["text"])["qc"] == {"verdict": "warn", "reasons": report["reasons"]}
     sheet = sheet_of(result)
     # The contract's structuredContent is as it was.
-    assert set(result["structuredContent"]) == {
-        "status",
-        "video_uri",
-        "duration_seconds",
-        "size_bytes",
-        "resolution",
-        "watermark_applied",
-        "expires_at",
-    }
+    assert list(result["structuredContent"]) == [*COMPLETED_FIELDS]
     # Both resources read back, for their owner only.
     for name, check in (("qc.json", "text"), ("contact-sheet.jpg", "blob")):
         uri = f"vidforge://videos/{task_id}/{name}"

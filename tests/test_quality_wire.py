@@ -16,18 +16,10 @@ from PIL import Image
 from mcp_protocol.quality import QC_META_KEY, QcReport
 from mcp_protocol.webhook_events import events_for
 from tests.fast_wire import Media, fast_wire
+from tests.harness import COMPLETED_FIELDS
 
 RENDER = "vidforge_render_video"
 STATUS = "vidforge_get_render_status"
-CONTRACT_RESULT_KEYS = {
-    "status",
-    "video_uri",
-    "duration_seconds",
-    "size_bytes",
-    "resolution",
-    "watermark_applied",
-    "expires_at",
-}
 REPORT = QcReport.model_validate(
     {
         "verdict": "warn",
@@ -70,7 +62,7 @@ def image_blocks(result: dict) -> list[dict]:
 
 def check_quality_result(result: dict, render_id: str, sheet: bytes) -> None:
     """What a success with a quality check carries, besides the contract's structuredContent."""
-    assert set(result["structuredContent"]) == CONTRACT_RESULT_KEYS
+    assert list(result["structuredContent"]) == [*COMPLETED_FIELDS]
     assert result["_meta"][QC_META_KEY] == REPORT.to_json()
     (image,) = image_blocks(result)
     assert image["mimeType"] == "image/jpeg" and base64.b64decode(image["data"]) == sheet

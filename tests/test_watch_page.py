@@ -37,7 +37,17 @@ from serve_app.ingress.watch.links import RESULT_ROUND, watch_signer
 from serve_app.ingress.watch.view import size_text
 from serve_app.launch.review_key import KEY_FILE
 from tests import test_review_page
-from tests.harness import REPO, TERMINAL, ServerProcess, Wire, poll_task, upload, validate, wait_until
+from tests.harness import (
+    COMPLETED_FIELDS,
+    REPO,
+    TERMINAL,
+    ServerProcess,
+    Wire,
+    poll_task,
+    upload,
+    validate,
+    wait_until,
+)
 from tests.media import make_clip
 
 pytestmark = pytest.mark.ray
@@ -51,16 +61,6 @@ SCREEN = {"width": 1200, "height": 900}
 VIEWER_ZONE = "Asia/Kolkata"  # UTC+05:30: the page's times are rewritten into it
 DEADLINE_S = 120
 RENDER = {"output_format": "mp4", "resolution": "720p"}
-# A completed render's structuredContent (contract §3.4), in its order.
-COMPLETED_FIELDS = (
-    "status",
-    "video_uri",
-    "duration_seconds",
-    "size_bytes",
-    "resolution",
-    "watermark_applied",
-    "expires_at",
-)
 
 
 @pytest.fixture(scope="module")

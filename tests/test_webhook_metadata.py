@@ -21,9 +21,8 @@ from serve_app.webhooks.destinations import DestinationGuard
 from serve_app.webhooks.dispatcher import Backoff, Dispatcher, DispatchSettings
 from serve_app.webhooks.secrets import WebhookSecrets
 from tests.fast_wire import Media, fast_wire
-from tests.harness import wait_until
+from tests.harness import COMPLETED_FIELDS, wait_until
 from tests.https_origin import CertificateAuthority
-from tests.test_watch_page import COMPLETED_FIELDS
 from tests.test_webhooks import Receiver, StoreOutbox
 
 RENDER, STATUS = "vidforge_render_video", "vidforge_get_render_status"

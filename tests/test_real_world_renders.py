@@ -97,7 +97,8 @@ def test_the_render_shows_the_picture_upright_at_the_short_side_size(renders, na
 def test_the_status_says_the_delivered_size_and_keeps_the_resolution_enum(renders):
     status, _ = renders["phone_portrait_90"]
     assert status["resolution"] == "720p"  # the enum value, as the contract has it
-    assert status["status_message"].startswith("Render complete: 720x1280 mp4. Watch it in a browser: http")
+    assert status["status_message"].startswith("Render complete: 720x1280 mp4. QC ")
+    assert " Watch it in a browser: http" in status["status_message"]
 
 
 def test_the_watermark_lands_bottom_right_of_the_upright_picture(renders):

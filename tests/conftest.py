@@ -123,7 +123,7 @@ MODULE_SECONDS = {
     "test_connect": 15,
     "test_docs": 15,
     "test_upload_errors": 15,
-    "test_quality_live": 40,
+    "test_quality_live": 70,
 }
 
 

@@ -13,11 +13,12 @@ import io
 import json
 
 import pytest
+from jsonschema import Draft202012Validator
 from PIL import Image
 
 from mcp_protocol.quality import QC_META_KEY
 from tests.defect_media import make_defect_clip
-from tests.harness import COMPLETED_FIELDS, Wire, poll_status, poll_task, upload, validate
+from tests.harness import COMPLETED_FIELDS, ServerProcess, Wire, poll_status, poll_task, upload, validate, wait_until
 from tests.media import make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -143,3 +144,29 @@ def test_inspect_of_a_long_video_is_a_task_with_the_extension(shared_server, tmp
     done = poll_task(wire, created["taskId"], lambda task: task["status"] == "completed")
     assert done["result"]["structuredContent"]["facts"]["frame_count"] == 610
     sheet_of(done["result"])
+
+
+def test_inspect_without_tasks_answers_accepted_then_the_result(tmp_path):
+    """A caller without the tasks extension whose inspection outlasts the call's wait (a server of its own, with a
+    short VIDFORGE_INSPECT_WAIT_S) gets `accepted` and a follow_up to call again; calling again finds the same
+    inspection, and once it has ended, answers it."""
+    env = {"VIDFORGE_INSPECT_WAIT_S": "0.2"}
+    with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "quality"}, renders=False) as server:
+        clip = make_clip(str(tmp_path / "clip.mp4"), seconds=30, width=640, height=360)
+        source = upload(server, clip, TOKEN)
+        wire = Wire(server.url, token=TOKEN)  # no tasks extension
+        (tool,) = [tool for tool in wire.result("tools/list")["tools"] if tool["name"] == INSPECT]
+        first = wire.tool(INSPECT, {"uri": source})
+        accepted = first["structuredContent"]
+        Draft202012Validator(tool["outputSchema"]).validate(accepted)
+        assert accepted["status"] == "accepted" and accepted["poll_after_ms"] >= 0
+        assert accepted["follow_up"] == {"next_step": "poll_inspection", "tool": INSPECT, "arguments": {"uri": source}}
+        answers: list[dict] = []
+
+        def inspected() -> bool:
+            answers.append(wire.tool(INSPECT, accepted["follow_up"]["arguments"])["structuredContent"])
+            return answers[-1]["status"] == "completed"
+
+        wait_until(inspected, 120, interval=0.5, message="the inspection to end")
+        Draft202012Validator(tool["outputSchema"]).validate(answers[-1])
+        assert answers[-1]["facts"]["frame_count"] == 900 and answers[-1]["qc"]["verdict"] in ("pass", "warn")

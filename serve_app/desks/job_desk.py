@@ -79,11 +79,16 @@ class JobDesk(Generic[H]):
         held = self._owned(principal, task_id)
         return self._job(held) if held is not None else None
 
-    async def wait(self, principal: str, task_id: str) -> DeskJob | None:
+    async def wait(self, principal: str, task_id: str, timeout_s: float | None = None) -> DeskJob | None:
+        """The job once it has ended, or as it is after `timeout_s` (None: no bound) if that comes first; None when
+        not this principal's."""
         held = self._owned(principal, task_id)
         if held is None:
             return None
-        await held.ended.wait()
+        try:
+            await asyncio.wait_for(held.ended.wait(), timeout_s)
+        except TimeoutError:
+            pass
         return self._job(held)
 
     async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
@@ -148,9 +153,10 @@ class JobDesk(Generic[H]):
 
 
 class JobCalls(Protocol):
-    """What every desk's typed client answers besides its kind's own calls."""
+    """What every desk's typed client answers besides its kind's own start."""
 
     async def get(self, principal: str, task_id: str) -> DeskJob | None: ...
+    async def wait(self, principal: str, task_id: str, timeout_s: float | None = None) -> DeskJob | None: ...
     async def cancel(self, principal: str, task_id: str) -> DeskJob | None: ...
 
 
@@ -159,7 +165,7 @@ C = TypeVar("C", bound=JobCalls)
 
 class LazyDesk(Generic[C]):
     """A kind's desk actor as a replica reaches it, through its typed client `C`; a kind's client subclasses it
-    with its own calls (`started()` for one that takes a job on, `found()` for one that asks after one).
+    with its own start (`started()` creates the desk; `get`, `wait` and `cancel` here ask after a job, `found()`).
 
     The desk starts with the cluster's first job of its kind, not with the server: a server that never runs one runs
     no process for it (every Python process of Ray's wakes 100 times a second, ~0.006 CPU-s per second at rest, CPU
@@ -194,6 +200,10 @@ class LazyDesk(Generic[C]):
     async def get(self, principal: str, task_id: str) -> DeskJob | None:
         desk = self.found()
         return None if desk is None else await desk.get(principal, task_id)
+
+    async def wait(self, principal: str, task_id: str, timeout_s: float | None = None) -> DeskJob | None:
+        desk = self.found()
+        return None if desk is None else await desk.wait(principal, task_id, timeout_s)
 
     async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
         desk = self.found()

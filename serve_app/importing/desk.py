@@ -171,7 +171,7 @@ class ImportDeskApi(Protocol):
 
     async def start(self, principal: str, source: ImportSource) -> DeskJob: ...
     async def get(self, principal: str, task_id: str) -> DeskJob | None: ...
-    async def wait(self, principal: str, task_id: str) -> DeskJob | None: ...
+    async def wait(self, principal: str, task_id: str, timeout_s: float | None = None) -> DeskJob | None: ...
     async def cancel(self, principal: str, task_id: str) -> DeskJob | None: ...
 
 
@@ -196,10 +196,6 @@ class DeskClient(LazyDesk[DeskActor]):
 
     async def start(self, principal: str, source: ImportSource) -> DeskJob:
         return await self.started().start(principal, source)
-
-    async def wait(self, principal: str, task_id: str) -> DeskJob | None:
-        desk = self.found()
-        return None if desk is None else await desk.wait(principal, task_id)
 
 
 _CLUSTER: type[ImportDeskApi] = DeskClient  # and the cluster's client

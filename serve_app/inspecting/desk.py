@@ -95,17 +95,6 @@ class InspectDesk(JobDesk[_Inspection]):
         now = now_ms()
         return self._take(_Inspection(new_task_id(INSPECT_TASK_PREFIX), principal, now, now, target=target))
 
-    async def wait_for(self, principal: str, task_id: str, timeout_s: float) -> DeskJob | None:
-        """The job once it has ended or after `timeout_s`, whichever is first; None when not this principal's."""
-        held = self._owned(principal, task_id)
-        if held is None:
-            return None
-        try:
-            await asyncio.wait_for(held.ended.wait(), timeout_s)
-        except TimeoutError:
-            pass
-        return self._job(held)
-
     async def _result(self, held: _Inspection) -> JSONObject:
         target = held.target
         task = InspectTask(target.source, target.info, self.limits, self.thresholds)
@@ -147,7 +136,7 @@ class InspectDeskApi(Protocol):
 
     async def start(self, principal: str, target: InspectTarget) -> DeskJob: ...
     async def get(self, principal: str, task_id: str) -> DeskJob | None: ...
-    async def wait_for(self, principal: str, task_id: str, timeout_s: float) -> DeskJob | None: ...
+    async def wait(self, principal: str, task_id: str, timeout_s: float | None = None) -> DeskJob | None: ...
     async def cancel(self, principal: str, task_id: str) -> DeskJob | None: ...
 
 
@@ -159,7 +148,7 @@ class InspectDeskActor(ActorClient):
 
     start = ActorCall(InspectDeskApi.start)
     get = ActorCall(InspectDeskApi.get)
-    wait_for = ActorCall(InspectDeskApi.wait_for)
+    wait = ActorCall(InspectDeskApi.wait)
     cancel = ActorCall(InspectDeskApi.cancel)
 
 
@@ -171,10 +160,6 @@ class InspectDeskClient(LazyDesk[InspectDeskActor]):
 
     async def start(self, principal: str, target: InspectTarget) -> DeskJob:
         return await self.started().start(principal, target)
-
-    async def wait_for(self, principal: str, task_id: str, timeout_s: float) -> DeskJob | None:
-        desk = self.found()
-        return None if desk is None else await desk.wait_for(principal, task_id, timeout_s)
 
 
 _CLUSTER: type[InspectDeskApi] = InspectDeskClient  # and the cluster's client

@@ -51,7 +51,7 @@ class DeskInspections:
         return await self.desk.get(principal, task_id)
 
     async def wait(self, principal: str, task_id: str, timeout_s: float) -> DeskJob | None:
-        return await self.desk.wait_for(principal, task_id, timeout_s)
+        return await self.desk.wait(principal, task_id, timeout_s)
 
     async def cancel(self, principal: str, task_id: str) -> DeskJob | None:
         return await self.desk.cancel(principal, task_id)

@@ -1,6 +1,6 @@
 """The registry's change feed: which task records changed or went since a reader's last look.
 
-Every Serve replica keeps a mirror of the records its clients poll (serve_app.ingress.record_mirror) and follows this
+Every Serve replica keeps a mirror of the records its clients poll (serve_app.ingress._record_mirror) and follows this
 feed with one long poll, so a ``tasks/get`` on a record that has not changed costs no registry call. A reader
 holds (epoch, sequence): the epoch is random per registry instance, so a reader of a restarted registry is
 told to start over (its sequence means nothing to the new instance); the sequence counts every published

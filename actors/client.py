@@ -18,11 +18,11 @@ from typing import Any, Protocol
 
 import ray
 
+from actors._observer import RegistryObserver
 from actors.actor_calls import ActorCall, ActorClient, ActorUnavailable, tell
 from actors.change_feed import Changes, Snapshot
 from actors.handle import REGISTRY_NAME, SUPERVISOR_NAME, singleton_actor_options
 from actors.held_records import StateHealth
-from actors.observer import RegistryObserver
 from actors.settings import RegistrySettings
 from actors.task_registry import QUEUED_MESSAGE, Created, TaskRegistry
 from mcp_protocol.domain import ApprovalAnswer, Artifact, Phase, RenderEnd, RenderRequest, TaskRecord

@@ -1,12 +1,12 @@
 """The render driver's writes to the TaskRegistry: progress, the approval request, the end, the (re)start count and
-the driver's heartbeat. One of the registry's parts (actors.registry_parts).
+the driver's heartbeat. One of the registry's parts (actors._registry_parts).
 
 Live progress is the one exception to write-through: frame counts and speed are ``VOLATILE`` (published at once,
 stored with the next durable change), see ``actors.task_registry``.
 """
 
+from actors._registry_parts import DRIVER_LEASE_S, RegistryParts
 from actors.errors import InvalidTransition
-from actors.registry_parts import DRIVER_LEASE_S, RegistryParts
 from mcp_protocol.domain import Cancelled, PendingApproval, Phase, RenderEnd, TaskRecord, TaskStatus
 
 APPROVAL_POLL_FACTOR = 3  # contract §3.3: pollIntervalMs lengthens 10 000 -> 30 000 while awaiting approval

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from actors.observer import RegistryObserver
+from actors._observer import RegistryObserver
+from actors._store_opener import StoreOpener
+from actors._working_set import WorkingSet
 from actors.store import TaskStore
-from actors.store_opener import StoreOpener
-from actors.working_set import WorkingSet
 from mcp_protocol.state_outage import StateUnavailable
 
 # At most this many unsaved (volatile) version bumps per task; the next one is committed. Records loaded from the

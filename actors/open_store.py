@@ -32,7 +32,7 @@ def state_owned_elsewhere(settings: RegistrySettings) -> bool:
         return False
     import psycopg
 
-    from actors.postgres_session import owner_lock_key
+    from actors._postgres_session import owner_lock_key
 
     with psycopg.connect(settings.state_url, autocommit=True, connect_timeout=10) as conn:
         row = conn.execute("SELECT current_schema()").fetchone()

@@ -2,14 +2,14 @@
 
 Same tables and indexes as ``actors.sqlite_store`` (timestamps as BIGINT, each record as its JSON text); the
 layout version is the one row of ``vidforge_schema``. Every read and write goes through the one session that owns
-the state (``actors.postgres_session``): bounded, and replaced in the background when it breaks, hangs or lands on a
+the state (``actors._postgres_session``): bounded, and replaced in the background when it breaks, hangs or lands on a
 server turned standby, meanwhile answering `StateUnavailable`.
 """
 
 from collections.abc import Iterable, Sequence
 
+from actors._postgres_session import Connection, OwningSession
 from actors.errors import StateOwned
-from actors.postgres_session import Connection, OwningSession
 from actors.settings import DEFAULT_STATE_RETRY_MAX_S, DEFAULT_STATE_TIMEOUT_S
 from actors.store import (
     BACKLOG,

@@ -1,6 +1,6 @@
 """The settings the task registry runs by: what it keeps, for how long, and where.
 
-The registry sits below the server, so it does not read the operator's `serve_app.config.Config`; the server
+The registry sits below the server, so it does not read the operator's `serve_app._config.Config`; the server
 hands it this small frozen object instead (`Config.registry_settings()`), built from the one place where every
 default is written. Plain values only: it crosses to the registry actor by pickle.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-STATE_URL_SCHEMES = ("postgresql", "postgres")  # what VIDFORGE_STATE_URL may name (serve_app.config checks it)
-# VIDFORGE_STATE_TIMEOUT_S and VIDFORGE_STATE_RETRY_MAX_S by default (serve_app.config reads these too).
+STATE_URL_SCHEMES = ("postgresql", "postgres")  # what VIDFORGE_STATE_URL may name (serve_app._config checks it)
+# VIDFORGE_STATE_TIMEOUT_S and VIDFORGE_STATE_RETRY_MAX_S by default (serve_app._config reads these too).
 DEFAULT_STATE_TIMEOUT_S = 5.0
 DEFAULT_STATE_RETRY_MAX_S = 5.0
 

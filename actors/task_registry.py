@@ -4,12 +4,12 @@ A plain class whose public methods are coroutines, so the same object runs in-pr
 async Ray actor (``actors.handle``). Every mutation is written through to the ``TaskStore`` before the
 method returns, and its records are loaded from the store (``actors.held_records``) — that is the whole recovery
 story for a restarted actor or server. In memory it holds only the live records and a bounded cache of finished ones
-(``actors.working_set``), so neither its start nor any request grows with the retained history.
+(``actors._working_set``), so neither its start nor any request grows with the retained history.
 
 Live progress is the one exception to write-through: see ``DriverWrites.set_progress`` and ``VOLATILE``.
 
 The store may be out of reach (its database down, hung, failing over; its disk full): the registry is constructed
-anyway (``actors.store_opener``), reads of what it holds go on from memory, and every call that needs the store raises
+anyway (``actors._store_opener``), reads of what it holds go on from memory, and every call that needs the store raises
 ``StateUnavailable`` until it answers again; when the store's session changes (a reconnection), the records are
 loaded again, as a restarted registry loads them, since a commit whose answer was lost may have landed.
 
@@ -25,20 +25,20 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from actors._housekeeping import Housekeeping
+from actors._observer import RegistryObserver, Unobserved
+from actors._outbox_calls import OutboxCalls
+from actors._principal_actions import PrincipalActions
+from actors._registry_parts import Driver
+from actors._store_opener import StoreOpener
+from actors._working_set import WorkingSet
 from actors.change_feed import ChangeFeed, Changes, Snapshot
 from actors.driver_writes import DriverWrites
 from actors.errors import InvalidTransition, QuotaExceeded, RegistryError, TaskNotFound
 from actors.held_records import MAX_UNSAVED_BUMPS, HeldRecords, StateHealth
-from actors.housekeeping import Housekeeping
-from actors.observer import RegistryObserver, Unobserved
 from actors.open_store import open_task_store
-from actors.outbox_calls import OutboxCalls
-from actors.principal_actions import PrincipalActions
-from actors.registry_parts import Driver
 from actors.settings import RegistrySettings
 from actors.store import TaskStore
-from actors.store_opener import StoreOpener
-from actors.working_set import WorkingSet
 from mcp_protocol.domain import (
     TERMINAL,
     Artifact,
@@ -120,8 +120,8 @@ def new_task_id() -> str:
 
 class TaskRegistry(PrincipalActions, DriverWrites, OutboxCalls, Housekeeping):
     """Task records, their state machine, idempotency keys and quotas; a principal's decisions and cancels
-    (actors.principal_actions), the render driver's writes (actors.driver_writes), the webhook outbox's calls
-    (actors.outbox_calls) and housekeeping (the sweep: actors.housekeeping) are its parts."""
+    (actors._principal_actions), the render driver's writes (actors.driver_writes), the webhook outbox's calls
+    (actors._outbox_calls) and housekeeping (the sweep: actors._housekeeping) are its parts."""
 
     def __init__(
         self,

@@ -30,11 +30,11 @@ import ray  # noqa: E402
 
 from render_kernels.probe import probe  # noqa: E402
 from render_kernels.spec import RenderSpec  # noqa: E402
-from serve_app.rendering.autoscaling import ElasticCluster  # noqa: E402
-from serve_app.rendering.render_driver import RenderRun  # noqa: E402
-from serve_app.rendering.render_job import RenderJob  # noqa: E402
-from serve_app.rendering.render_pool import RenderPool  # noqa: E402
-from serve_app.rendering.scheduling import SegmentScheduler  # noqa: E402
+from serve_app.rendering._autoscaling import ElasticCluster  # noqa: E402
+from serve_app.rendering._render_driver import RenderRun  # noqa: E402
+from serve_app.rendering._render_job import RenderJob  # noqa: E402
+from serve_app.rendering._render_pool import RenderPool  # noqa: E402
+from serve_app.rendering._scheduling import SegmentScheduler  # noqa: E402
 from tests.autoscaling_cluster import HEAD_IP, FakeAutoscalingCluster, cpu_worker  # noqa: E402
 from tests.media import make_clip  # noqa: E402
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from serve_app.config import Config  # noqa: E402 - what the server started here will use
+from serve_app._config import Config  # noqa: E402 - what the server started here will use
 from tests.harness import ServerProcess, Wire, meta, upload  # noqa: E402 - the suite's server and wire client
 from tests.media import make_clip  # noqa: E402
 

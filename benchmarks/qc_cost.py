@@ -35,8 +35,8 @@ from render_throughput import RESOLUTION, WATERMARK, AutoApprove, _warm_up  # no
 from render_kernels.probe import probe  # noqa: E402
 from render_kernels.qc.findings import QcThresholds  # noqa: E402
 from render_kernels.spec import RenderSpec, WatermarkSpec  # noqa: E402
-from serve_app.rendering.render_driver import RenderRun  # noqa: E402
-from serve_app.rendering.render_job import RenderJob  # noqa: E402
+from serve_app.rendering._render_driver import RenderRun  # noqa: E402
+from serve_app.rendering._render_job import RenderJob  # noqa: E402
 
 TARGET_OVERHEAD = 0.03
 

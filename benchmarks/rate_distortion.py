@@ -98,7 +98,7 @@ def segment_plan(info, workers: int):
     width, max_frames from Config's segment_max_megapixels at the output size, as render_plan._max_segment_frames)."""
     from render_kernels.plan import plan_segments
     from render_kernels.spec import RenderSpec
-    from serve_app.config import Config
+    from serve_app._config import Config
 
     width, height = RenderSpec("mp4", RESOLUTION).output_size(info)
     max_frames = max(1, Config.model_fields["segment_max_megapixels"].default * 1_000_000 // (width * height))

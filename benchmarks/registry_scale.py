@@ -47,7 +47,7 @@ from actors.sqlite_store import SqliteTaskStore  # noqa: E402
 from actors.store import TASK_COLUMNS, task_row  # noqa: E402
 from actors.task_registry import TaskRegistry  # noqa: E402
 from mcp_protocol.domain import Artifact, Phase, RenderRequest, Succeeded, TaskRecord, TaskStatus  # noqa: E402
-from serve_app.config import Config  # noqa: E402
+from serve_app._config import Config  # noqa: E402
 
 IN_FLIGHT = 300
 PRINCIPALS = 50

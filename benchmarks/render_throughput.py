@@ -61,8 +61,8 @@ from render_kernels.compose import Watermark  # noqa: E402
 from render_kernels.encoders import X264_OPTIONS  # noqa: E402
 from render_kernels.probe import probe  # noqa: E402
 from render_kernels.spec import RenderSpec, WatermarkSpec  # noqa: E402
-from serve_app.rendering.render_driver import RenderRun  # noqa: E402
-from serve_app.rendering.render_job import RenderJob  # noqa: E402
+from serve_app.rendering._render_driver import RenderRun  # noqa: E402
+from serve_app.rendering._render_job import RenderJob  # noqa: E402
 
 RESOLUTION = "720p"
 # The idle spell before the idle render: past Ray's idle worker threshold (five minutes on a vidforge cluster), after

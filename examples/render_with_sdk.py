@@ -15,7 +15,7 @@ The SDK's client declares both elicitation modes, so vidforge asks for the appro
 on its review page (the link a person opens in a browser). Standing in for that person, the script asks at the
 terminal (unattended, it approves) and submits the answer on the page, then tells the server it went there (accept).
 --token defaults to $VIDFORGE_TOKEN (a token of the server's tokens file; none when the server has none), --server to
-$VIDFORGE_URL or http://127.0.0.1:8000/mcp. `vidforge render` (vidforge_client/render.py) is the full command.
+$VIDFORGE_URL or http://127.0.0.1:8000/mcp. `vidforge render` (vidforge_client/_render.py) is the full command.
 """
 
 import argparse

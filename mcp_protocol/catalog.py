@@ -21,7 +21,7 @@ from mcp_protocol.json_types import JSONObject, JSONValue
 from mcp_protocol.timefmt import duration_adjective, duration_short, duration_text
 
 if TYPE_CHECKING:
-    from mcp_protocol.wire_settings import WireSettings
+    from mcp_protocol._wire_settings import WireSettings
 
 _CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 

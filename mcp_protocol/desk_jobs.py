@@ -15,9 +15,9 @@ from typing import Protocol, cast
 from pydantic import BaseModel, ConfigDict
 
 from mcp_protocol import errors
+from mcp_protocol._tasks import TaskParams, UpdateTaskParams, check_mcp_name, missing_tasks_capability
 from mcp_protocol.domain import TaskStatus
 from mcp_protocol.json_types import JSONObject
-from mcp_protocol.tasks import TaskParams, UpdateTaskParams, check_mcp_name, missing_tasks_capability
 from mcp_protocol.timefmt import iso_ms
 from mcp_protocol.views import Caller
 
@@ -77,7 +77,7 @@ def desk_detailed_task(job: DeskJob) -> JSONObject:
 
 class DeskTaskMethods:
     """`tasks/get`, `tasks/update` and `tasks/cancel` for a desk job's task id, under the rules renders' follow
-    (mcp_protocol.tasks): `Mcp-Name` must match, the request must declare the extension, and an unknown, expired or
+    (mcp_protocol._tasks): `Mcp-Name` must match, the request must declare the extension, and an unknown, expired or
     foreign id is one answer."""
 
     def __init__(self, keeper: JobKeeper) -> None:

@@ -1,7 +1,7 @@
 """The render's domain types, shared by every room: what was asked, what the registry keeps, how a render ended.
 
 - `RenderRequest`: the render tool's arguments, parsed once, right after they pass the JSON Schema validation
-  against the published inputSchema (mcp_protocol.arguments), with the schema's defaults applied.
+  against the published inputSchema (mcp_protocol._arguments), with the schema's defaults applied.
 - `TaskRecord`: what the TaskRegistry keeps per render. Dicts exist only inside its SQLite store
   (actors/store.py, which also migrates records written before these types).
 - `RenderEnd`: how a finished render ended (`Outcome`), with what the wire needs to say so — never the wire's
@@ -49,7 +49,7 @@ class RenderRequest(_Frozen):
     resolution: Resolution
     watermark: Watermark | None = None
     idempotency_key: str | None = None
-    # The caller's own identifiers, handed back unchanged (mcp_protocol.caller_metadata); None: none given (an empty
+    # The caller's own identifiers, handed back unchanged (mcp_protocol._caller_metadata); None: none given (an empty
     # object counts as none, so it names the same request as an omitted one). A record stored before either field
     # existed loads with both None.
     metadata: dict[str, str] | None = None
@@ -72,7 +72,7 @@ class RenderRequest(_Frozen):
     @property
     def asset_ids(self) -> frozenset[str]:
         """The ids of the assets the request names (what the retention sweep keeps for a live render). The edge
-        refuses a URI that names no asset (mcp_protocol.tools), so every URI of a created render counts here."""
+        refuses a URI that names no asset (mcp_protocol._tools), so every URI of a created render counts here."""
         return frozenset(ref.asset_id for uri in self.asset_uris().values() if (ref := AssetRef.parse(uri)))
 
     def arguments(self, *, with_key: bool = True) -> JSONObject:

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 @dataclasses.dataclass
 class VidforgeError(Exception):
     """A contract error. Raise it anywhere below a handler; the handler picks the carrier. Built only by the
-    catalog's factory (mcp_protocol.error_table), which takes `temporary` from the code's entry.
+    catalog's factory (mcp_protocol._error_table), which takes `temporary` from the code's entry.
 
     `value` is emitted only when set: [6.offending-value] allows echoing a value the server minted
     or one known to be safe, never arbitrary caller input by default. `jsonrpc_message` replaces `message` as the

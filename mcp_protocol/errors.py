@@ -1,7 +1,7 @@
 """The vidforge error catalog: every code an agent can meet, one entry each, as data.
 
-Each entry (mcp_protocol.error_table.Entry) is named after its code and says whether the code is `temporary`, the
-record of inputs it takes (mcp_protocol.error_inputs), and its message, field, reason, retry hint and repair as
+Each entry (mcp_protocol._error_table.Entry) is named after its code and says whether the code is `temporary`, the
+record of inputs it takes (mcp_protocol._error_inputs), and its message, field, reason, retry hint and repair as
 templates over those inputs. Calling an entry with its inputs is the one factory (`errors.render_not_found("task_x",
 3600)`); `envelope` gives the error its one shape on the wire ([6.one-envelope]). The HTTP door's refusals are
 entries of mcp_protocol.http_refusals; `CATALOG` holds every entry, in `ErrorCode`'s (the published) order.
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mcp_protocol import error_inputs as inputs
+from mcp_protocol import _error_inputs as inputs
 from mcp_protocol import http_refusals
+from mcp_protocol._error_table import BareEntry, CallAgain, Entry, Given, Input, Repair, check_status
 from mcp_protocol.catalog import CAPABILITIES_TOOL, IMPORT_TOOL, INSPECT_TOOL, RENDER_TOOL, STATUS_TOOL
 from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import INTERNAL_ERROR, ErrorCode
-from mcp_protocol.error_table import BareEntry, CallAgain, Entry, Given, Input, Repair, check_status
 from mcp_protocol.text_limits import excerpt
 
 DISK_FULL_RETRY_AFTER_MS = 60_000  # a hint, not a limit: about the time for a cleanup or a sweep to free space
@@ -111,7 +111,7 @@ render_failed = Entry(  # a renderer fault: safe to re-call (a new job unless th
     repair=CallAgain("retry_render", "Re-calling starts a new render job."),
 )
 
-invalid_argument = Entry(  # [3.closed-schemas] + [6.validation-as-tool-error]: worded by mcp_protocol.arguments
+invalid_argument = Entry(  # [3.closed-schemas] + [6.validation-as-tool-error]: worded by mcp_protocol._arguments
     ErrorCode.INVALID_ARGUMENT,
     inputs.Refusal,
     temporary=False,

@@ -1,14 +1,14 @@
 """The HTTP door's refusals, before any tool or route runs: the credential, its scope, the Origin and Host headers,
 and the routes. Entries of the error catalog (mcp_protocol.errors, which holds them in `CATALOG`), built by the one
-factory (mcp_protocol.error_table) from the records of mcp_protocol.error_inputs.
+factory (mcp_protocol._error_table) from the records of mcp_protocol._error_inputs.
 """
 
 from __future__ import annotations
 
-from mcp_protocol import error_inputs as inputs
+from mcp_protocol import _error_inputs as inputs
+from mcp_protocol._error_table import Entry, Input, Repair
 from mcp_protocol.catalog import CAPABILITIES_TOOL
 from mcp_protocol.error_codes import INVALID_REQUEST, ErrorCode
-from mcp_protocol.error_table import Entry, Input, Repair
 
 _TRY_MCP = Repair("read_capabilities", "MCP clients connect to POST /mcp.", CAPABILITIES_TOOL)
 

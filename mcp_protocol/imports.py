@@ -38,7 +38,7 @@ class ImportRequest(_Frozen):
 
 
 class ImportedAsset(_Frozen):
-    """What an import stored: the asset and what the parse of it found (the asset's facts, serve_app.media.media_facts)."""
+    """What an import stored: the asset and what the parse of it found (the asset's facts, serve_app.media._media_facts)."""
 
     uri: str
     kind: Literal["video", "image"]

@@ -36,6 +36,18 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 
 from mcp_protocol import errors, views
+from mcp_protocol._elicitation import declared_modes
+from mcp_protocol._render_service import RenderService
+from mcp_protocol._tasks import (
+    SUBSCRIPTION_ID_META_KEY,
+    StreamNotification,
+    TaskMethods,
+    TaskParams,
+    UpdateTaskParams,
+    missing_tasks_capability,
+)
+from mcp_protocol._tools import ToolCalls
+from mcp_protocol._wire_settings import WireSettings
 from mcp_protocol.catalog import (
     CAPABILITIES_URI,
     VIDEO_URI,
@@ -46,26 +58,14 @@ from mcp_protocol.catalog import (
 )
 from mcp_protocol.desk_jobs import DeskTaskMethods
 from mcp_protocol.domain import Succeeded, TaskRecord
-from mcp_protocol.elicitation import declared_modes
 from mcp_protocol.envelope import VidforgeError, as_mcp_error
 from mcp_protocol.identity import PROTOCOL_VERSION, SERVER_NAME, TASKS_EXTENSION, server_version
 from mcp_protocol.imports import AssetImports, is_import_task
 from mcp_protocol.inspections import VideoInspections, is_inspect_task
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.quality import QcReport
-from mcp_protocol.render_service import RenderService
 from mcp_protocol.state_outage import StateUnavailable
-from mcp_protocol.tasks import (
-    SUBSCRIPTION_ID_META_KEY,
-    StreamNotification,
-    TaskMethods,
-    TaskParams,
-    UpdateTaskParams,
-    missing_tasks_capability,
-)
-from mcp_protocol.tools import ToolCalls
 from mcp_protocol.views import Caller
-from mcp_protocol.wire_settings import WireSettings
 
 DISCOVERY_TTL_MS = 3_600_000
 RESOURCE_TTL_MS = 60_000
@@ -362,7 +362,7 @@ class VidforgeServer:
             honored["taskIds"] = list(records)
 
         async def send(method: str, body: JSONObject) -> None:
-            # The stream's `_meta` beside the task's own (the caller's metadata: mcp_protocol.caller_metadata).
+            # The stream's `_meta` beside the task's own (the caller's metadata: mcp_protocol._caller_metadata).
             own = body.get("_meta")
             params = {**body, "_meta": {**(own if isinstance(own, dict) else {}), **meta}}
             await ctx.session.send_notification(

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from mcp_protocol.caller_metadata import with_metadata
+from mcp_protocol._caller_metadata import with_metadata
+from mcp_protocol._elicitation import ElicitationMode, approval_mode, approval_request
 from mcp_protocol.catalog import APPROVE_TOOL, STATUS_TOOL, preview_uri
 from mcp_protocol.domain import Phase, Succeeded, TaskRecord, TaskStatus
-from mcp_protocol.elicitation import ElicitationMode, approval_mode, approval_request
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.progress import LIVE_PHASES, RenderProgress, poll_interval_ms
 from mcp_protocol.results import end_error, end_result
@@ -109,7 +109,7 @@ def detailed_task(
     contact_sheet: bytes | None = None,
 ) -> JSONObject:
     """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params). An outstanding approval
-    is asked in the elicitation mode this request declared (mcp_protocol.elicitation), or not at all; a finished
+    is asked in the elicitation mode this request declared (mcp_protocol._elicitation), or not at all; a finished
     video's result names its watch page (`watch_url`, from `RenderService.watch_url`). The caller's metadata rides
     under `_meta` on the task and on its result (never in the result's closed structuredContent)."""
     body: JSONObject = {"resultType": "complete", **_task_fields(rec, caller, review_url)}

@@ -3,7 +3,7 @@
 Keys are `/`-separated paths (`assets/<id>/blob`, `artifacts/<render_id>/final.mp4`); what lives under which
 key is decided by media_store.assets and media_store.artifacts, never by a backend. Every write is atomic per
 key: a reader sees the whole object or none, also after a crash. Backends: media_store.local (a directory,
-the default) and media_store.s3 (an S3-compatible bucket).
+the default) and media_store._s3 (an S3-compatible bucket).
 
 A bucket can also move bytes without the server in between (`MediaStore.direct_transfers`): presigned URLs a client
 downloads an object from, or uploads one to in parts, itself. A local directory has no such door: the server serves

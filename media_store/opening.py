@@ -5,9 +5,9 @@ from __future__ import annotations
 from botocore.exceptions import BotoCoreError, ClientError
 from obstore.exceptions import BaseError as BucketError
 
+from media_store._s3 import S3MediaStore
 from media_store.base import MediaStore
 from media_store.local import LocalMediaStore
-from media_store.s3 import S3MediaStore
 
 
 class StorageUrlError(ValueError):

@@ -33,7 +33,7 @@ WATERMARK_HEIGHT = 0.12
 WATERMARK_MAX_WIDTH = 0.5
 WATERMARK_MARGIN = 0.03
 # FFmpeg filters that show a decoded picture upright, per (clockwise rotation, then mirrored left-right): see
-# orientation.py. transpose's "flip" variants are a quarter turn plus a mirror (cclock_flip is the plain
+# _orientation.py. transpose's "flip" variants are a quarter turn plus a mirror (cclock_flip is the plain
 # transpose: a clockwise quarter turn, then mirrored).
 ORIENTATION_FILTERS: dict[tuple[int, bool], tuple[tuple[str, str], ...]] = {
     (0, False): (),

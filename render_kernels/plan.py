@@ -30,7 +30,7 @@ KEYFRAME_CUT_SHARE = 0.03
 # rendered to 1694x720 needed +3.1 % bytes at equal PSNR-Y as a 6 s clip in two segments, -0.2 % in one, +1.4 %
 # as a 10 s clip in two (`benchmarks/rate_distortion.py`'s `camera`). At 5 s no source shorter than 10 s is cut;
 # a lone segment gets the render's CPUs as threads instead (encoders.segment_threads). The server's
-# VIDFORGE_MIN_SEGMENT_S (serve_app.config) defaults to it.
+# VIDFORGE_MIN_SEGMENT_S (serve_app._config) defaults to it.
 MIN_SEGMENT_S = 5.0
 
 

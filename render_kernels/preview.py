@@ -10,9 +10,9 @@ from itertools import islice
 
 import av
 
+from ._frames import frames_from, open_video
 from .compose import FramePipeline
 from .errors import UnsupportedMedia
-from .frames import frames_from, open_video
 from .media_io import Media
 from .plan import Segment, keyframe_at_or_before
 from .source_info import SourceInfo

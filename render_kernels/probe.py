@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import av
 
+from ._orientation import display_orientation, field_order
 from .errors import UnsupportedMedia
 from .limits import NO_LIMITS, MediaLimits, OverLimit
 from .media_io import (
@@ -20,7 +21,6 @@ from .media_io import (
     open_input,
     time_base,
 )
-from .orientation import display_orientation, field_order
 from .source_info import MAX_RATE_DENOMINATOR, AudioInfo, SourceInfo
 
 # The slowest average rate a source may have: the slowest rate with a denominator <= MAX_RATE_DENOMINATOR.

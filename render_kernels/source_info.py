@@ -41,7 +41,7 @@ class SourceInfo:
     start_time_s: float = 0.0  # stream timestamp of the first frame, for seeking
     keyframe_frames: tuple[int, ...] = ()  # presentation index of each keyframe, parallel to keyframe_times
     pixel_format: str = ""  # the decoder's, e.g. "yuv420p" (for the decoder choice: decoders.nvdec_refusal)
-    # How the decoded width x height picture is shown (see orientation.py); the render outputs what is shown.
+    # How the decoded width x height picture is shown (see _orientation.py); the render outputs what is shown.
     rotation: int = 0  # clockwise degrees (0, 90, 180, 270) that turn a decoded picture upright (display matrix)
     hflip: bool = False  # then mirrored left-right (a vertical mirror is recorded as rotation 180 + hflip)
     sample_aspect: tuple[int, int] = (1, 1)  # width : height of one decoded pixel on screen (anamorphic video)

@@ -10,11 +10,11 @@ from itertools import islice
 
 import av
 
+from ._frames import DECODER_THREADS, frames_from, open_video
 from .compose import FramePipeline
 from .decoders import open_video_decoder
 from .encoders import ENCODER_THREADS, choose_video_encoder, open_video_encoder
 from .errors import UnsupportedMedia
-from .frames import DECODER_THREADS, frames_from, open_video
 from .media_io import Media
 from .plan import Segment
 from .preview import Still, png_of

@@ -45,12 +45,12 @@ from mcp_protocol.progress import RENDERING
 from mcp_protocol.quality import QcReport
 from mcp_protocol.server import VidforgeServer
 from media_store.artifacts import contact_sheet_key, final_key, preview_key
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.importing.desk import ImportDesk
 from serve_app.importing.service import DeskImports
+from serve_app.ingress._http_errors import EXCEPTION_HANDLERS
+from serve_app.ingress._origin import OriginGuard, OriginPolicy
 from serve_app.ingress.auth import authentication
-from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
-from serve_app.ingress.origin import OriginGuard, OriginPolicy
 from serve_app.ingress.ray_render_service import RegistryRenderService
 from serve_app.inspecting.desk import InspectDesk
 from serve_app.inspecting.service import DeskInspections

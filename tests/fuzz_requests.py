@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_protocol.catalog import capability_summary
-from serve_app.config import Config
+from serve_app._config import Config
 from tests.harness import PROTOCOL, TASKS_EXT, meta, validate, validate_response
 
 CATALOG_CODES = {entry["code"] for entry in capability_summary(Config())["error_catalog"]}

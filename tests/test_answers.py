@@ -31,14 +31,14 @@ from mcp_protocol.domain import Failed
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
 from mcp_protocol.webhook_events import Delivery, DeliveryState, EventType, OutboxEvent
+from serve_app.ingress._http_files import asset_created
+from serve_app.ingress._listings import listing_routes
+from serve_app.ingress._webhook_listing import delivery_item
 from serve_app.ingress.auth import authentication
-from serve_app.ingress.http_files import asset_created
-from serve_app.ingress.listings import listing_routes
-from serve_app.ingress.webhook_listing import delivery_item
 from tests.fast_wire import TOKENS, FastWire, Media, fast_wire
 from tests.media import make_watermark_png
+from vidforge_client._listing import assets_table, render_table, renders_table, webhooks_table
 from vidforge_client.failures import ClientFailure, ExitCode, read_as
-from vidforge_client.listing import assets_table, render_table, renders_table, webhooks_table
 from vidforge_client.tasks import TaskState
 
 RENDER = "vidforge_render_video"

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from serve_app.rendering.scheduling import SegmentScheduler
+from serve_app.rendering._scheduling import SegmentScheduler
 
 
 async def loop_turns(count: int = 10) -> None:

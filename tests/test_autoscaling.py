@@ -4,7 +4,7 @@
 The render driver runs in this process against that cluster, as tests/test_render_driver.py runs it (no HTTP), with
 the media in a bucket (a real S3 server on loopback). The head, and so every node the autoscaler starts, has no AWS_*
 and no VIDFORGE_* variable: the bucket's location and credentials reach the workers only with the job
-(VIDFORGE_SHIP_STORAGE_CREDENTIALS, serve_app.launch.job_env).
+(VIDFORGE_SHIP_STORAGE_CREDENTIALS, serve_app.launch._job_env).
 
 - a batch of renders makes CPU nodes appear (Ray's node table), its segments run on them, the outputs have every
   frame, the standing request is withdrawn once the queue drains, and the nodes are removed (idle 6 s);
@@ -36,16 +36,16 @@ from ray.autoscaler.sdk import request_resources
 from ray.experimental.internal_kv import _internal_kv_get
 
 from mcp_protocol.progress import RenderProgress
-from media_store.s3 import S3MediaStore
+from media_store._s3 import S3MediaStore
 from render_kernels.probe import probe
 from render_kernels.spec import RenderSpec
-from serve_app.config import Config
-from serve_app.launch.job_env import job_runtime_env
-from serve_app.rendering.autoscaling import ElasticCluster, ResourceDemand
-from serve_app.rendering.render_driver import RenderRun
-from serve_app.rendering.render_job import RenderJob
-from serve_app.rendering.render_pool import RenderPool
-from serve_app.rendering.scheduling import SegmentScheduler
+from serve_app._config import Config
+from serve_app.launch._job_env import job_runtime_env
+from serve_app.rendering._autoscaling import ElasticCluster, ResourceDemand
+from serve_app.rendering._render_driver import RenderRun
+from serve_app.rendering._render_job import RenderJob
+from serve_app.rendering._render_pool import RenderPool
+from serve_app.rendering._scheduling import SegmentScheduler
 from tests.autoscaling_cluster import HEAD_IP, FakeAutoscalingCluster, cpu_worker, gpu_worker
 from tests.harness import wait_until
 from tests.media import decode_all, make_clip

@@ -15,10 +15,10 @@ from mcp_protocol.answers import ErrorEnvelope
 from mcp_protocol.domain import Phase
 from mcp_protocol.progress import PLACEMENT_PREFIX, RenderProgress
 from tests.harness import REPO
+from vidforge_client._progress import ProgressFigures
+from vidforge_client._render import RenderOrder, default_output
 from vidforge_client.address import BadServerUrl, ServerAddress
 from vidforge_client.failures import ClientFailure, ExitCode, failure_of
-from vidforge_client.progress import ProgressFigures
-from vidforge_client.render import RenderOrder, default_output
 from vidforge_client.tasks import TaskCancelled, TaskEnded, TaskState
 
 

@@ -31,7 +31,7 @@ from render_kernels.plan import plan_segments
 from render_kernels.probe import probe
 from render_kernels.spec import RenderSpec
 from render_kernels.video import encode_segment
-from serve_app.rendering.render_tasks import encode_segment_parts
+from serve_app.rendering._render_tasks import encode_segment_parts
 from tests.cluster import LocalCluster
 from tests.harness import REPO, TERMINAL, ServerProcess, Wire, free_port, poll_task, upload, wait_until
 from tests.media import decode_all, make_clip, psnr_y

@@ -11,7 +11,7 @@
   (secretKeyRef) rather than serveConfigV2. KubeRay's CRD schema is not available offline here (it ships with the
   operator, not with any Python package), so it is not validated against it.
 
-Every VIDFORGE_* variable the files set must be one that serve_app.config reads.
+Every VIDFORGE_* variable the files set must be one that serve_app._config reads.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.serve.schema import ServeDeploySchema
 
-from serve_app.config import Config
-from serve_app.launch.deployment import APP_NAME, AppArgs, app
-from serve_app.launch.ray_env import RAY_ENV_DEFAULTS, apply_ray_env_defaults
+from serve_app._config import Config
+from serve_app.launch._deployment import APP_NAME, AppArgs, app
+from serve_app.launch._ray_env import RAY_ENV_DEFAULTS, apply_ray_env_defaults
 from tests.harness import REPO
 
 # The variables vidforge reads: each Config field's (pydantic-settings: VIDFORGE_<FIELD>, or its alias).
@@ -102,7 +102,7 @@ def test_cluster_yaml_is_what_ray_up_accepts():
     assert documented == HEAD_SECRETS <= SETTINGS
     # The bucket's region reaches every node's tasks (segment tasks read the bucket): every `ray start` has it.
     assert all(env_assignments(c)["AWS_REGION"] for c in starts)
-    # Ray's own processes as `vidforge serve` starts them locally (serve_app.launch.ray_env), on every node.
+    # Ray's own processes as `vidforge serve` starts them locally (serve_app.launch._ray_env), on every node.
     assert all(env_assignments(c).items() >= RAY_ENV_DEFAULTS.items() for c in starts)
 
 
@@ -114,7 +114,7 @@ def test_serve_config_is_what_serve_deploy_accepts():
     assert getattr(importlib.import_module(module), attribute) is app
     args = AppArgs.model_validate(application.args)
     assert (args.host, args.port) == ("0.0.0.0", 8000)
-    # The ingress replicas (on the head: serve_app.launch.deployment) answer HTTP themselves; Serve's proxy stays off.
+    # The ingress replicas (on the head: serve_app.launch._deployment) answer HTTP themselves; Serve's proxy stays off.
     assert config.proxy_location.value == "Disabled"
     env = application.runtime_env["env_vars"]
     assert set(env) <= SETTINGS and env["VIDFORGE_STORAGE_URL"].startswith("s3://")
@@ -162,7 +162,7 @@ def test_rayservice_manifest_has_what_kuberay_needs():
     ]
     assert len(gpu) == 1 and len(groups) == 2  # a GPU worker group and a CPU one
     assert "video" in {e["name"]: e["value"] for e in gpu[0]["env"]}["NVIDIA_DRIVER_CAPABILITIES"]
-    for group in [head, *groups]:  # Ray's own processes as `vidforge serve` starts them (serve_app.launch.ray_env)
+    for group in [head, *groups]:  # Ray's own processes as `vidforge serve` starts them (serve_app.launch._ray_env)
         env_vars = {e["name"]: e.get("value") for e in group["template"]["spec"]["containers"][0]["env"]}
         assert env_vars.items() >= RAY_ENV_DEFAULTS.items()
 

@@ -26,10 +26,10 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import httpx
 import pytest
 
-from serve_app.config import Config
-from serve_app.ingress.direct_uploads import PURPOSE, TICKET_ROUND, Ticket
+from serve_app._config import Config
+from serve_app.ingress._direct_uploads import PURPOSE, TICKET_ROUND, Ticket
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
-from serve_app.launch.review_key import KEY_FILE
+from serve_app.launch._review_key import KEY_FILE
 from tests.harness import TERMINAL, ServerProcess, Wire, poll_task
 from tests.media import make_clip
 
@@ -42,7 +42,7 @@ MIB = 1024 * 1024
 URL_TTL_S = 120
 MAX_ASSET_BYTES = 12 * MIB
 QUOTA_BYTES = 11 * MIB
-PART_BYTES = 8 * MIB  # media_store.s3.PART_BYTES: a 9 MiB file goes in two parts
+PART_BYTES = 8 * MIB  # media_store._s3.PART_BYTES: a 9 MiB file goes in two parts
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The documentation stays true to the project: every relative link of README.md and docs/ resolves (files and
 #anchors) and stays inside the repository, every command the README shows is one the project has (make targets
-and variables, `vidforge` sub-commands and flags, HTTP routes, MCP tools), every setting of serve_app/config.py is
+and variables, `vidforge` sub-commands and flags, HTTP routes, MCP tools), every setting of serve_app/_config.py is
 documented on docs/operating.md with its default, and no page names a setting that does not exist.
 
 The fast tests read the pages and the project's own parsers; the two marked `ray` run the README's shell recipes,
@@ -22,7 +22,7 @@ import av
 import pytest
 from starlette.routing import compile_path
 
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.launch.cli import parser as vidforge_parser
 from tests.harness import REPO, TOOL_NAMES
 from tests.media import make_clip
@@ -248,7 +248,7 @@ def test_the_readme_host_config_is_the_one_connect_md_runs():
 
 
 def settings() -> dict[str, object]:
-    """Every environment variable serve_app/config.py reads, with its default."""
+    """Every environment variable serve_app/_config.py reads, with its default."""
     found = {}
     for name, field in Config.model_fields.items():
         alias = field.validation_alias

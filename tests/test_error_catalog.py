@@ -1,7 +1,7 @@
 """The one error catalog (`mcp_protocol/errors.py`, with the HTTP door's entries in `mcp_protocol/http_refusals.py`)
 against the published one (the capability summary's `error_catalog`): one entry per code, each published with its
 entry's `temporary` flag; every template of an entry names only its own inputs; every catalog entry is used; and
-errors are built nowhere but in the one factory (`mcp_protocol/error_table.py`). Static (the source's syntax tree)
+errors are built nowhere but in the one factory (`mcp_protocol/_error_table.py`). Static (the source's syntax tree)
 and pure: no Ray, no server."""
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from mcp_protocol import errors, http_refusals
+from mcp_protocol._error_table import FORMATS, NAMES, BareEntry, CallAgain, Entry, Given, Input, Repair, build
 from mcp_protocol.catalog import capability_summary
 from mcp_protocol.domain import RenderRequest
 from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.error_codes import ErrorCode
-from mcp_protocol.error_table import FORMATS, NAMES, BareEntry, CallAgain, Entry, Given, Input, Repair, build
-from serve_app.config import Config
+from serve_app._config import Config
 from tests.harness import REPO
 
 PACKAGES = ("mcp_protocol", "serve_app", "actors", "render_kernels")
 CATALOG_MODULES = {REPO / "mcp_protocol" / name for name in ("errors.py", "http_refusals.py")}
-FACTORY_MODULE = REPO / "mcp_protocol" / "error_table.py"
+FACTORY_MODULE = REPO / "mcp_protocol" / "_error_table.py"
 PUBLISHED = capability_summary(Config())["error_catalog"]
 ENTRIES = [entry for entry in errors.CATALOG.values() if isinstance(entry, Entry)]
 REQUEST = RenderRequest(

@@ -26,9 +26,9 @@ from render_kernels.probe import probe
 from render_kernels.source_info import SourceInfo
 from render_kernels.spec import RenderSpec
 from render_kernels.video import encode_segment
-from serve_app.rendering.render_driver import run_render
-from serve_app.rendering.render_job import RenderJob
-from serve_app.rendering.render_tasks import CodecsTask, choose_codecs
+from serve_app.rendering._render_driver import run_render
+from serve_app.rendering._render_job import RenderJob
+from serve_app.rendering._render_tasks import CodecsTask, choose_codecs
 
 FPS = 10
 SECONDS = 6.0

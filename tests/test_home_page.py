@@ -14,9 +14,9 @@ from starlette.middleware import Middleware
 from starlette.testclient import TestClient
 
 from mcp_protocol.identity import server_version
-from serve_app.config import Config
-from serve_app.ingress.home_page import home_routes
-from serve_app.ingress.origin import OriginGuard, OriginPolicy
+from serve_app._config import Config
+from serve_app.ingress._home_page import home_routes
+from serve_app.ingress._origin import OriginGuard, OriginPolicy
 from serve_app.ingress.review.pages import SECURITY_HEADERS, STYLESHEET_PATH
 from serve_app.ingress.review.routes import review_routes
 

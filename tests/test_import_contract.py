@@ -7,6 +7,7 @@ the wire) is added to a copy of the tree, where the same check must fail and nam
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -48,12 +49,12 @@ def tree_copy(tmp_path_factory) -> Path:
     [
         # the loop of four this contract was written against: the codes importing the catalog of factories
         ("mcp_protocol/error_codes.py", "import mcp_protocol.errors", "No import loop between the modules"),
-        ("actors/task_registry.py", "import serve_app.config", "Top-level rooms import downward only"),
+        ("actors/task_registry.py", "import serve_app._config", "Top-level rooms import downward only"),
         ("render_kernels/probe.py", "import mcp_protocol.domain", "Top-level rooms import downward only"),
-        ("serve_app/media/disk_full.py", "import serve_app.ingress.refusals", "serve_app's sub-packages"),
-        ("serve_app/config.py", "import serve_app.handles", "serve_app's sub-packages"),
+        ("serve_app/media/disk_full.py", "import serve_app.ingress._refusals", "serve_app's sub-packages"),
+        ("serve_app/_config.py", "import serve_app._handles", "serve_app's sub-packages"),
         # the client: the wire and third-party libraries only, no loop of its own, and nothing below imports it
-        ("vidforge_client/listing.py", "import media_store", "The client imports only the wire"),
+        ("vidforge_client/_listing.py", "import media_store", "The client imports only the wire"),
         ("vidforge_client/tasks.py", "import ray", "The client imports only the wire"),
         ("vidforge_client/address.py", "import vidforge_client.commands", "No import loop between the modules"),
         ("actors/task_registry.py", "import vidforge_client.address", "Top-level rooms import downward only"),
@@ -69,3 +70,41 @@ def test_a_planted_loop_or_back_arrow_breaks_the_check(tree_copy, module, plante
         path.write_text(original)
     assert result.returncode != 0, result.stdout
     assert f"{broken}" in result.stdout and "BROKEN" in result.stdout, result.stdout
+
+
+def outside_private_imports(tree: Path) -> list[str]:
+    """Each import of a `_`-marked module from outside the package that owns it, as `importer -> module`."""
+    found: set[str] = set()
+    for room in ROOMS:
+        for path in sorted((tree / room).rglob("*.py")):
+            importer = ".".join(path.relative_to(tree).with_suffix("").parts)
+            package = importer.rsplit(".", 1)[0] if path.name != "__init__.py" else importer.removesuffix(".__init__")
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue  # relative imports stay inside their package
+                for name in names:
+                    parts = name.split(".")
+                    if parts[0] not in ROOMS:
+                        continue  # a library's own private modules are its business
+                    for index, part in enumerate(parts[1:], start=1):
+                        owner = ".".join(parts[:index])
+                        private = part.startswith("_") and not part.startswith("__")
+                        if private and not (package == owner or package.startswith(owner + ".")):
+                            found.add(f"{importer} -> {'.'.join(parts[: index + 1])}")
+    return sorted(found)
+
+
+def test_a_private_module_is_imported_only_inside_its_package(tree_copy):
+    assert outside_private_imports(ROOT) == []
+    # and the check bites: the client reaching into the wire's private tasks module
+    path = tree_copy / "vidforge_client/commands.py"
+    original = path.read_text()
+    path.write_text(original + "\nfrom mcp_protocol._tasks import TaskRecord  # planted by the test\n")
+    try:
+        assert outside_private_imports(tree_copy) == ["vidforge_client.commands -> mcp_protocol._tasks"]
+    finally:
+        path.write_text(original)

@@ -26,14 +26,14 @@ from jsonschema import Draft202012Validator
 
 from mcp_protocol.catalog import capability_summary, tool_definitions
 from mcp_protocol.desk_jobs import DeskJob
-from media_store import s3 as s3_backend
+from media_store import _s3 as s3_backend
 from media_store.opening import open_media_store
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.desks.job_desk import DeskAtCapacity
+from serve_app.importing._failures import ImportRefused, ImportUnavailable
+from serve_app.importing._sources import BucketSource, WebSource, bucket_chunks, source_of
+from serve_app.importing._web_fetch import FetchLimits, WebFetch, check_link, refusal_reason
 from serve_app.importing.desk import ImportDesk
-from serve_app.importing.failures import ImportRefused, ImportUnavailable
-from serve_app.importing.sources import BucketSource, WebSource, bucket_chunks, source_of
-from serve_app.importing.web_fetch import FetchLimits, WebFetch, check_link, refusal_reason
 from serve_app.media.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
 from serve_app.outbound.address_guard import AddressGuard, refused_kind, system_resolver
 from serve_app.outbound.transport import trusted_roots

@@ -8,7 +8,7 @@ import pytest
 
 from mcp_protocol.catalog import tool_definitions
 from mcp_protocol.errors import no_asset_at
-from serve_app.config import Config
+from serve_app._config import Config
 from tests.fast_wire import Media, fast_wire
 from tests.harness import validate
 

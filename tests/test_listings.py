@@ -1,5 +1,5 @@
 """The caller's own assets and renders, a page at a time, newest first (what `GET /assets` and `GET /renders` serve,
-serve_app/ingress/listings.py): the registry's per-principal listing on its real SQLite store, and the asset index's
+serve_app/ingress/_listings.py): the registry's per-principal listing on its real SQLite store, and the asset index's
 on a real media store. Over HTTP, with the CLI: tests/test_cli_render.py."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import RenderRequest
 from media_store.assets import AssetIndex
 from media_store.opening import open_media_store
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.media.assets import AssetStore
 from tests.media import make_clip, make_watermark_png
 

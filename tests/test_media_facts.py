@@ -1,4 +1,4 @@
-"""An asset's facts (serve_app.media.media_facts.MediaFacts): written with each fact once, and read from every
+"""An asset's facts (serve_app.media._media_facts.MediaFacts): written with each fact once, and read from every
 layout meta.json has held — today's, the one before it (a video's facts twice: at the top and in the probe record
 under `source`), its older forms without the record or without the display facts, and none at all. In-process, on
 a local media store: no Ray, no server."""
@@ -12,9 +12,9 @@ import pytest
 from render_kernels.limits import MediaLimits, OverLimit
 from render_kernels.probe import probe
 from render_kernels.source_info import AudioInfo, SourceInfo
-from serve_app.config import Config
+from serve_app._config import Config
+from serve_app.media._media_facts import AudioTrack, MediaFacts, Plan, VideoFacts
 from serve_app.media.assets import Asset, AssetStore, new_asset_id
-from serve_app.media.media_facts import AudioTrack, MediaFacts, Plan, VideoFacts
 from serve_app.media.media_limits import check_stored_facts
 from tests.media import make_clip, make_watermark_png
 

@@ -205,7 +205,7 @@ def test_a_source_spoiled_after_its_upload_ends_as_a_contract_error(server, medi
     folder = server.data_dir / "assets" / source.rsplit("/", 1)[1]
     if not kept:
         meta = json.loads((folder / "meta.json").read_text())
-        meta["facts"]["video"]["plan"] = None  # as an older asset's facts are read (serve_app.media.media_facts)
+        meta["facts"]["video"]["plan"] = None  # as an older asset's facts are read (serve_app.media._media_facts)
         (folder / "meta.json").write_text(json.dumps(meta))
     (folder / "blob").write_bytes(FAULT.encode() + b"abort")  # the stored file goes bad after its upload was checked
     wire = Wire(server.url, tasks=True)

@@ -14,12 +14,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from serve_app.config import Config
-from serve_app.launch.metrics_endpoint import MetricsSettingsError, load_principal_map
+from serve_app._config import Config
+from serve_app.launch._metrics_endpoint import MetricsSettingsError, load_principal_map
 from serve_app.observability import metric
+from serve_app.observability._reporter import KEEPALIVE_S, worth_sending
 from serve_app.observability.aggregate import GAUGE_TTL_S, Aggregate, PrincipalLabels
 from serve_app.observability.catalog import ALL_METRICS, QUEUE_DEPTH, RENDER_DURATION, RENDERS_CREATED
-from serve_app.observability.reporter import KEEPALIVE_S, worth_sending
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import ray
 
 from actors.handle import REGISTRY_NAME
 from mcp_protocol.domain import RenderRequest, TaskRecord
-from serve_app.config import Config
-from serve_app.handles import registry_client
+from serve_app._config import Config
+from serve_app._handles import registry_client
 from serve_app.media.assets import AssetStore
 from serve_app.rendering.supervisor import RenderSupervisor
 from tests.media import make_clip, make_watermark_png

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.ingress.auth import authentication
 from serve_app.ingress.oauth import (
     InvalidToken,

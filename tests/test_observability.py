@@ -19,7 +19,7 @@ from mcp_protocol.domain import Failed, RenderRequest
 from mcp_protocol.envelope import jsonrpc_error_data, tool_error_result
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.results import end_result
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.observability import metric, registry_observer
 from serve_app.observability.catalog import ALL_METRICS
 from serve_app.observability.logs import JsonFormatter, log_context
@@ -194,7 +194,7 @@ def test_readyz_names_the_part_that_fails(monkeypatch, registry_answers, state_d
     from starlette.testclient import TestClient
 
     from actors.held_records import StateHealth
-    from serve_app.ingress import readiness
+    from serve_app.ingress import _readiness as readiness
 
     monkeypatch.setattr(readiness, "READY_TIMEOUT_S", 0.2)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from serve_app.config import Config
-from serve_app.ingress.origin import OriginPolicy
+from serve_app._config import Config
+from serve_app.ingress._origin import OriginPolicy
 from tests.harness import SHARED_ALLOWED_ORIGIN as ALLOWED
 from tests.harness import Wire, free_port, meta, validate
 from tests.media import make_clip

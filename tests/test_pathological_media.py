@@ -19,7 +19,7 @@ from render_kernels.errors import UnsupportedMedia
 from render_kernels.limits import MediaLimits, OverLimit
 from render_kernels.probe import probe
 from render_kernels.spec import POSITIONS, RESOLUTIONS, WatermarkSpec
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.media.assets import AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal, refusal_reason
 from tests.harness import REPO
@@ -97,7 +97,7 @@ def test_huge_image_is_refused_from_its_header_without_decoding(tmp_path):
         "import resource, sys\n"
         "from render_kernels.errors import UnsupportedMedia\n"
         "from serve_app.media.assets import AssetStore\n"
-        "from serve_app.config import Config\n"
+        "from serve_app._config import Config\n"
         "from serve_app.media.media_limits import refusal_reason\n"
         f"store = AssetStore(Config(data_dir={str(tmp_path / 'data')!r}))\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from serve_app.launch.port_check import PortUnavailable, check_port
+from serve_app.launch._port_check import PortUnavailable, check_port
 
 
 def listening() -> socket.socket:
@@ -59,9 +59,9 @@ def test_the_replicas_refusal_is_found_in_the_deployments_status_message():
             check_port("127.0.0.1", port)
     message = (
         "Traceback (most recent call last):\n"
-        '  File "/srv/serve_app/launch/deployment.py", line 58, in __init__\n'
+        '  File "/srv/serve_app/launch/_deployment.py", line 58, in __init__\n'
         "    raise PortUnavailable(config.host, config.port, err) from None\n"
-        f"serve_app.launch.port_check.PortUnavailable: {raised.value}"
+        f"serve_app.launch._port_check.PortUnavailable: {raised.value}"
     )
     found = PortUnavailable.from_status("127.0.0.1", port, message)
     assert found is not None and str(found) == str(raised.value)

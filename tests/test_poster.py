@@ -1,4 +1,4 @@
-"""The poster of a finished video (serve_app.rendering.poster): the keyframe nearest a third of the way in, which
+"""The poster of a finished video (serve_app.rendering._poster): the keyframe nearest a third of the way in, which
 decodes alone, and the frame at a third where no keyframe is near or the container has no index to find one."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from serve_app.rendering.poster import POSTER_BOX, poster_jpeg
+from serve_app.rendering._poster import POSTER_BOX, poster_jpeg
 from tests.media import _pattern, make_clip
 
 WIDTH, HEIGHT, FPS = 320, 180, 30

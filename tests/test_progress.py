@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mcp_protocol import views
+from mcp_protocol._elicitation import ElicitationMode
 from mcp_protocol.domain import PendingApproval, RenderRequest, TaskRecord, Watermark
-from mcp_protocol.elicitation import ElicitationMode
 from mcp_protocol.progress import (
     END_POLL_MIN_MS,
     MUX_ALLOWANCE_MS,

@@ -14,13 +14,13 @@ import pyloudnorm
 import pytest
 from PIL import Image
 
+from render_kernels._frames import frames_from, open_video
 from render_kernels.audio import encode_audio
 from render_kernels.compose import FramePipeline
 from render_kernels.errors import UnsupportedMedia
-from render_kernels.frames import frames_from, open_video
 from render_kernels.plan import Segment, keyframe_at_or_before
 from render_kernels.probe import probe
-from render_kernels.qc.fidelity import DECODERS
+from render_kernels.qc._fidelity import DECODERS
 from render_kernels.qc.findings import (
     PSNR_CAP_DB,
     AudioQc,

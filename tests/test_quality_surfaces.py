@@ -24,17 +24,17 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 
 from mcp_protocol.quality import QcReport
+from serve_app.ingress._listings import listing_routes
+from serve_app.ingress._origin import OriginGuard, OriginPolicy
 from serve_app.ingress.auth import authentication
-from serve_app.ingress.listings import listing_routes
-from serve_app.ingress.origin import OriginGuard, OriginPolicy
 from serve_app.ingress.review.pages import SECURITY_HEADERS
 from serve_app.ingress.review.routes import review_routes
 from serve_app.ingress.watch.routes import watch_routes
 from tests.fast_wire import TOKENS, FastWire, _LoopTransport, fast_wire
+from vidforge_client._listing import print_render
+from vidforge_client._quality import ResultQuality
+from vidforge_client._render import RenderedVideo
 from vidforge_client.commands import register_client_commands
-from vidforge_client.listing import print_render
-from vidforge_client.quality import ResultQuality
-from vidforge_client.render import RenderedVideo
 
 KEY = "quality-surfaces-key-" + "q" * 32
 BASE = "https://vf.example"

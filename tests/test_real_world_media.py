@@ -29,11 +29,11 @@ from media import (
     shown_picture,
 )
 
+from render_kernels._orientation import orientation_from_matrix
 from render_kernels.audio import encode_audio
 from render_kernels.compose import ORIENTATION_FILTERS, FramePipeline
 from render_kernels.errors import UnsupportedMedia
 from render_kernels.mux import mux_segments
-from render_kernels.orientation import orientation_from_matrix
 from render_kernels.plan import plan_segments
 from render_kernels.preview import render_preview
 from render_kernels.probe import probe

@@ -1,4 +1,4 @@
-"""A replica's record mirror (serve_app.ingress.record_mirror) against the real TaskRegistry, in-process: the mirror
+"""A replica's record mirror (serve_app.ingress._record_mirror) against the real TaskRegistry, in-process: the mirror
 follows the registry's change feed and reads through it, exactly as over Ray, without Ray."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from actors.change_feed import Changes, Snapshot
 from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Cancelled, RenderRequest, TaskRecord
-from serve_app.config import Config
-from serve_app.ingress.record_mirror import RecordMirror
+from serve_app._config import Config
+from serve_app.ingress._record_mirror import RecordMirror
 
 REQUEST = RenderRequest(source_asset_uri="vidforge://assets/a_1", output_format="mp4", resolution="720p")
 WAIT_S = 0.2  # the mirror's long poll, short so a test's change of registry or fault is picked up soon

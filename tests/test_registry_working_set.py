@@ -14,7 +14,7 @@ from actors.open_store import open_task_store
 from actors.sqlite_store import SqliteTaskStore
 from actors.store import SCHEMA_VERSION, TaskStore
 from mcp_protocol.domain import Succeeded, TaskRecord
-from media_store import s3 as s3_backend
+from media_store import _s3 as s3_backend
 from media_store.assets import EXPIRY_PAGE, AssetIndex, meta_key
 from media_store.local import LocalMediaStore
 from media_store.opening import open_media_store

@@ -29,14 +29,17 @@ from render_kernels.probe import probe
 from render_kernels.qc.findings import QcThresholds
 from render_kernels.spec import RenderSpec, WatermarkSpec
 from render_kernels.video import encode_segment
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.media.assets import AssetStore
 from serve_app.media.media_probe import parse_isolated
-from serve_app.rendering import approval_gate, render_plan, render_tasks, task_calls
-from serve_app.rendering.render_driver import RenderRun, run_render
-from serve_app.rendering.render_job import RenderJob, RenderRejected
-from serve_app.rendering.render_pool import RenderPool
-from serve_app.rendering.render_tasks import FrameTally, SegmentTask
+from serve_app.rendering import _approval_gate as approval_gate
+from serve_app.rendering import _render_plan as render_plan
+from serve_app.rendering import _render_tasks as render_tasks
+from serve_app.rendering import _task_calls as task_calls
+from serve_app.rendering._render_driver import RenderRun, run_render
+from serve_app.rendering._render_job import RenderJob, RenderRejected
+from serve_app.rendering._render_pool import RenderPool
+from serve_app.rendering._render_tasks import FrameTally, SegmentTask
 from serve_app.rendering.supervisor import render_job
 
 pytestmark = pytest.mark.ray
@@ -516,13 +519,13 @@ def test_worker_side_modules_import_none_of_the_server():
     """What a fresh render or parser worker imports to run its task: the task bodies and the parser, never the MCP
     layer, the settings model or the rest of serve_app (each would add its import time to every worker's start)."""
     code = (
-        "import sys, serve_app.rendering.render_tasks, serve_app.media.media_probe; "
+        "import sys, serve_app.rendering._render_tasks, serve_app.media.media_probe; "
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('serve_app', 'mcp', 'mcp_protocol', 'actors', 'starlette', 'pydantic_settings'))))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     packages = ["serve_app", "serve_app.media", "serve_app.rendering"]  # their __init__ files define nothing
-    assert loaded == sorted([*packages, "serve_app.media.media_probe", "serve_app.rendering.render_tasks"])
+    assert loaded == sorted([*packages, "serve_app.media.media_probe", "serve_app.rendering._render_tasks"])
 
 
 def test_every_render_job_is_cut_no_finer_than_the_server_says(media, tmp_path):

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from media import decode_all, decode_frame, make_clip, make_watermark_png, psnr_y
 
+from render_kernels._frames import frames_from, open_video
 from render_kernels.audio import encode_audio
 from render_kernels.compose import WATERMARK_HEIGHT, WATERMARK_MARGIN, FramePipeline
 from render_kernels.encoders import choose_video_encoder, nvenc_available, segment_threads
 from render_kernels.errors import UnsupportedMedia
-from render_kernels.frames import frames_from, open_video
 from render_kernels.images import probe_image
 from render_kernels.limits import MediaLimits
 from render_kernels.mux import mux_segments

@@ -12,14 +12,14 @@ import pytest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from mcp_protocol._elicitation import ElicitationMode, approval_mode, declared_modes
 from mcp_protocol.domain import ApprovalAnswer, TaskRecord
-from mcp_protocol.elicitation import ElicitationMode, approval_mode, declared_modes
-from serve_app.config import Config
-from serve_app.ingress.origin import OriginGuard, OriginPolicy
+from serve_app._config import Config
+from serve_app.ingress._origin import OriginGuard, OriginPolicy
 from serve_app.ingress.review.capability import LinkRefused, ReviewCapability, ReviewSigner
 from serve_app.ingress.review.pages import ReviewedRender
 from serve_app.ingress.review.routes import ReviewImage, review_routes
-from serve_app.launch.review_key import review_key_path, with_review_key
+from serve_app.launch._review_key import review_key_path, with_review_key
 from tests.fast_wire import FastWire, _LoopTransport, fast_wire
 from tests.harness import TASKS_EXT, validate
 

@@ -28,7 +28,7 @@ from mcp_protocol.identity import server_version
 from render_kernels.compose import Watermark
 from render_kernels.spec import WatermarkSpec
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
-from serve_app.launch.review_key import KEY_FILE
+from serve_app.launch._review_key import KEY_FILE
 from tests.harness import REPO, TERMINAL, Wire, free_port, poll_task, upload, validate
 from tests.media import make_clip, make_watermark_png
 

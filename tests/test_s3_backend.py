@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_app.launch.review_key import KEY_FILE
+from serve_app.launch._review_key import KEY_FILE
 from tests.harness import TERMINAL, ServerProcess, Wire, poll_task, validate, wait_until
 from tests.media import decode_all, make_clip, make_watermark_png
 

@@ -1,4 +1,4 @@
-"""The S3 media store (media_store.s3) against a real S3 REST server on loopback (moto's standalone server):
+"""The S3 media store (media_store._s3) against a real S3 REST server on loopback (moto's standalone server):
 multipart writes, ranged reads (also under PyAV: a segment decodes from the ranges it needs), streamed
 uploads that abort cleanly, listing and deletion. No Ray here."""
 
@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from media_store import s3 as s3_backend
+from media_store import _s3 as s3_backend
+from media_store._s3 import S3MediaStore
 from media_store.opening import open_media_store
-from media_store.s3 import S3MediaStore
 from render_kernels.plan import plan_segments
 from render_kernels.probe import probe
 from render_kernels.spec import RenderSpec

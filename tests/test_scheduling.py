@@ -9,7 +9,7 @@ import pytest
 
 from render_kernels.plan import plan_segments
 from render_kernels.source_info import SourceInfo
-from serve_app.rendering.autoscaling import (
+from serve_app.rendering._autoscaling import (
     CPU_BUNDLE,
     AutoscalerView,
     DemandCaps,
@@ -18,7 +18,7 @@ from serve_app.rendering.autoscaling import (
     ResourceDemand,
     bundle,
 )
-from serve_app.rendering.scheduling import FairQueue, SegmentScheduler
+from serve_app.rendering._scheduling import FairQueue, SegmentScheduler
 from tests.harness import REPO
 
 

@@ -1,4 +1,4 @@
-"""The one settings object (`serve_app.config.Config`): every documented environment variable keeps its name,
+"""The one settings object (`serve_app._config.Config`): every documented environment variable keeps its name,
 meaning and default, and the wire's texts state the configured durations. Pure: no Ray, no server."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mcp_protocol.catalog import capability_summary, resource_templates, tool_definitions
-from serve_app.config import Config
+from serve_app._config import Config
 from tests.harness import REPO
 
 # Every variable docs/operating.md and the architecture page document, with the field it sets, its default and a value.
@@ -208,7 +208,7 @@ def test_the_gpu_policy_is_one_of_three(clean_env):
 
 
 def test_only_the_bucket_location_travels_with_the_job_unless_credentials_are_shipped(clean_env):
-    from serve_app.launch.job_env import job_runtime_env
+    from serve_app.launch._job_env import job_runtime_env
 
     environ = {"AWS_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s", "HOME": "/root"}
     assert job_runtime_env(Config(), environ) is None  # media on the data dir: nothing travels (a single node)

@@ -30,8 +30,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from serve_app.config import Config
-from serve_app.ingress.deadlines import BodyDeadline
+from serve_app._config import Config
+from serve_app.ingress._deadlines import BodyDeadline
 from serve_app.ingress.front import HttpFront
 from tests.harness import ServerProcess, Wire, free_port, upload, wait_until
 from tests.media import make_clip

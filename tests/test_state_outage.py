@@ -24,7 +24,7 @@ from actors.sqlite_store import SqliteTaskStore
 from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Cancelled, RenderRequest
 from mcp_protocol.state_outage import StateUnavailable
-from serve_app.config import Config
+from serve_app._config import Config
 from tests import postgres
 from tests.harness import wait_until
 from tests.stall_proxy import StallProxy

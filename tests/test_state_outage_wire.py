@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
+from serve_app.ingress._http_errors import EXCEPTION_HANDLERS
 from tests import postgres
 from tests.fast_wire import FastWire, fast_wire
 from tests.harness import validate, wait_until

@@ -25,7 +25,7 @@ import pytest
 
 from actors.task_registry import TaskRegistry
 from mcp_protocol.domain import Artifact, RenderRequest, Succeeded
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.media.assets import Asset, AssetStore
 from tests.harness import ServerProcess, Wire, poll_task, wait_until
 from tests.media import make_clip, make_watermark_png

@@ -29,7 +29,7 @@ from mcp_protocol.domain import (
     RenderRequest,
     Succeeded,
 )
-from serve_app.config import Config
+from serve_app._config import Config
 from tests import postgres
 
 T0 = 1_785_333_731.0  # 2026-07-29T14:02:11Z, the contract's createdAt

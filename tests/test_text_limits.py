@@ -21,7 +21,7 @@ from starlette.middleware import Middleware
 
 from mcp_protocol.domain import TaskStatus
 from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
-from serve_app.ingress.origin import OriginGuard, OriginPolicy
+from serve_app.ingress._origin import OriginGuard, OriginPolicy
 from serve_app.ingress.review.routes import review_routes
 from tests.fast_wire import FastWire, _LoopTransport, fast_wire
 from tests.media import make_watermark_png

@@ -78,7 +78,7 @@ def test_one_head_renders_the_other_waits_then_takes_over(s3_server, state_url, 
     second = ServerProcess(tmp_path / "second", env=env)
     try:
         second.start(wait=False)
-        # The operator watching the server's output is told why it waits (serve_app/launch/startup.py).
+        # The operator watching the server's output is told why it waits (serve_app/launch/_startup.py).
         wait_until(lambda: WAITING in output(second), WAIT_S, interval=0.5, message="the second head to wait")
 
         rendered = render_to_the_end(first, clip, tmp_path)

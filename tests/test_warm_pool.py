@@ -18,8 +18,8 @@ import pytest
 
 from actors.held_records import StateHealth
 from render_kernels.warm_up import WARM_UP_FRAMES, warm_up
-from serve_app.ingress import readiness
-from serve_app.rendering.warm_pool import CPU_LESS_WORKERS, WarmPool, _Round, warm_counts
+from serve_app.ingress import _readiness as readiness
+from serve_app.rendering._warm_pool import CPU_LESS_WORKERS, WarmPool, _Round, warm_counts
 from tests.harness import RENDER_DEADLINE_S, TERMINAL, ServerProcess, Wire, upload, wait_until
 from tests.media import make_clip
 

@@ -17,7 +17,7 @@ import pytest
 from mcp_protocol.domain import Artifact, Failed, RenderRequest, Succeeded, TaskRecord, Watermark
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.results import end_result, render_success_result
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
 from serve_app.ingress.watch.links import WatchLinks, watch_signer
 from tests.harness import REPO

@@ -31,11 +31,11 @@ from jsonschema import Draft202012Validator
 from PIL import Image
 
 from media_store.artifacts import final_key
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
+from serve_app.ingress.watch._view import size_text
 from serve_app.ingress.watch.links import RESULT_ROUND, watch_signer
-from serve_app.ingress.watch.view import size_text
-from serve_app.launch.review_key import KEY_FILE
+from serve_app.launch._review_key import KEY_FILE
 from tests import test_review_page
 from tests.harness import (
     COMPLETED_FIELDS,

@@ -13,12 +13,12 @@ import anyio
 import pytest
 
 from examples.webhook_receiver import verify
-from mcp_protocol.caller_metadata import META_KEY
+from mcp_protocol._caller_metadata import META_KEY
 from mcp_protocol.domain import ApprovalTimedOut, Failed, RenderRequest, TaskRecord
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.webhook_events import EventType, events_for
-from serve_app.webhooks.destinations import DestinationGuard
-from serve_app.webhooks.dispatcher import Backoff, Dispatcher, DispatchSettings
+from serve_app.webhooks._destinations import DestinationGuard
+from serve_app.webhooks._dispatcher import Backoff, Dispatcher, DispatchSettings
 from serve_app.webhooks.secrets import WebhookSecrets
 from tests.fast_wire import Media, fast_wire
 from tests.harness import COMPLETED_FIELDS, wait_until

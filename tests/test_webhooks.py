@@ -30,10 +30,10 @@ from mcp_protocol.webhook_events import (
     canonical,
     event_id,
 )
-from serve_app.webhooks.destinations import DestinationGuard, DestinationRefused
-from serve_app.webhooks.dispatcher import Backoff, Dispatcher, DispatchSettings, retry_after_s
+from serve_app.webhooks._destinations import DestinationGuard, DestinationRefused
+from serve_app.webhooks._dispatcher import Backoff, Dispatcher, DispatchSettings, retry_after_s
+from serve_app.webhooks._signing import signature_header
 from serve_app.webhooks.secrets import WebhookSecrets, derived_secret
-from serve_app.webhooks.signing import signature_header
 from tests.harness import wait_until
 from tests.https_origin import CertificateAuthority, SilentTls
 
@@ -283,7 +283,7 @@ def test_a_principal_without_file_entry_signs_with_its_derived_secret(tmp_path):
 
 @pytest.mark.anyio
 async def test_500_three_times_then_200_is_delivered_on_the_fourth_attempt_with_backoff(ca, receiver, outbox, caplog):
-    caplog.set_level(logging.INFO, logger="serve_app.webhooks.dispatcher")
+    caplog.set_level(logging.INFO, logger="serve_app.webhooks._dispatcher")
     receiver.script["/flaky"] = [(500, {}), (500, {}), (500, {}), (200, {})]
     one = event(receiver.url("/flaky"))
     outbox.add([one])
@@ -300,7 +300,7 @@ async def test_500_three_times_then_200_is_delivered_on_the_fourth_attempt_with_
     gaps = [later.at - earlier.at for earlier, later in zip(got, got[1:])]
     assert all(gap >= 0.2 * 2**n / 2 for n, gap in enumerate(gaps)), gaps
     # Each failure is logged with the event and the reason; never the secret, the signature or the body.
-    logged = [r.getMessage() for r in caplog.records if r.name == "serve_app.webhooks.dispatcher"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "serve_app.webhooks._dispatcher"]
     assert len(logged) == 3 and all(one.event_id in line and "answered 500" in line for line in logged)
     secret = derived_secret("k" * 32, "alice")
     assert not any(secret in line or "v1=" in line or "o-1" in line for line in logged)
@@ -434,9 +434,9 @@ def listing_server(outbox, tmp_path) -> Iterator[str]:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    from serve_app.config import Config
+    from serve_app._config import Config
+    from serve_app.ingress._webhook_listing import webhook_routes
     from serve_app.ingress.auth import authentication
-    from serve_app.ingress.webhook_listing import webhook_routes
     from tests.harness import free_port
 
     config = Config(data_dir=str(tmp_path / "data"), max_list_items=5)
@@ -565,7 +565,7 @@ class Clock:
 def test_the_registry_writes_each_event_with_its_change_and_the_sweep_forgets_settled_ones(tmp_path):
     from actors.task_registry import TaskRegistry
     from mcp_protocol.domain import Artifact, Succeeded
-    from serve_app.config import Config
+    from serve_app._config import Config
 
     settings = Config(data_dir=str(tmp_path), sweep_interval_s=3600).registry_settings()
     clock = Clock()
@@ -623,7 +623,7 @@ def test_the_registry_writes_each_event_with_its_change_and_the_sweep_forgets_se
 
 def test_the_registry_answers_the_dispatchers_wait_when_a_change_adds_events(tmp_path):
     from actors.task_registry import TaskRegistry
-    from serve_app.config import Config
+    from serve_app._config import Config
 
     settings = Config(data_dir=str(tmp_path), sweep_interval_s=3600).registry_settings()
     hooked = RenderRequest(

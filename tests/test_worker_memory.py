@@ -1,5 +1,5 @@
 """A render worker hands back what a render took: after a render task, a large block the process frees goes back to
-the system rather than staying in glibc's heaps (serve_app.rendering.render_tasks.bound_heap; docs/performance.md,
+the system rather than staying in glibc's heaps (serve_app.rendering._render_tasks.bound_heap; docs/performance.md,
 "Memory after renders").
 
 What is checked is glibc's behaviour, not a timing or a resident size: with its default, dynamic mmap threshold, a
@@ -23,8 +23,8 @@ import ray
 from render_kernels.plan import plan_segments
 from render_kernels.probe import probe
 from render_kernels.spec import RenderSpec
-from serve_app.rendering import render_tasks
-from serve_app.rendering.render_tasks import FrameTally, SegmentTask, TallyRef
+from serve_app.rendering import _render_tasks as render_tasks
+from serve_app.rendering._render_tasks import FrameTally, SegmentTask, TallyRef
 from tests.harness import REPO
 from tests.media import make_clip
 
@@ -68,7 +68,9 @@ glibc_only = pytest.mark.skipif(
 def test_bound_heap_keeps_freed_blocks_out_of_the_heaps(bounded):
     """The check means something: in a fresh interpreter the block comes from the heap the second time, unless
     bound_heap ran first."""
-    code = CHECK + ("from serve_app.rendering.render_tasks import bound_heap\nassert bound_heap()\n" if bounded else "")
+    code = CHECK + (
+        "from serve_app.rendering._render_tasks import bound_heap\nassert bound_heap()\n" if bounded else ""
+    )
     code += "print(a_freed_block_is_mapped_again())\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert out.strip() == str(bounded)

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any, get_args
 
 from mcp_protocol.domain import OutputFormat, Position, Resolution
+from vidforge_client._interrupt import Interrupt
+from vidforge_client._listing import list_items, show_render
+from vidforge_client._progress import progress_view
+from vidforge_client._render import RenderOrder, render
 from vidforge_client.address import DEFAULT_SERVER, SERVER_VARIABLE, TOKEN_VARIABLE, BadServerUrl, ServerAddress
 from vidforge_client.failures import ClientFailure, ExitCode, failure_of
-from vidforge_client.interrupt import Interrupt
-from vidforge_client.listing import list_items, show_render
-from vidforge_client.progress import progress_view
-from vidforge_client.render import RenderOrder, render
 
 Work = Callable[[ServerAddress, Interrupt], Coroutine[Any, Any, None]]
 EXIT_CODES = (

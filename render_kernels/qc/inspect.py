@@ -19,11 +19,11 @@ from ..errors import UnsupportedMedia
 from ..media_io import Media, describe, main_audio_stream, main_video_stream, open_input
 from ..source_info import SourceInfo, frame_rate
 from ..spec import even
+from ._video_checks import PictureChecks
 from .audio_checks import AudioChecks
 from .findings import AudioQc, QcReport, QcRequest, QcThresholds
 from .merge import merge_qc
 from .sheet import SHEET_TILES, contact_sheet
-from .video_checks import PictureChecks
 
 INSPECT_WIDTH = 640
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ._video_checks import same_picture
 from .findings import (
     AudioQc,
     Event,
@@ -18,7 +19,6 @@ from .findings import (
     Verdict,
     clock,
 )
-from .video_checks import same_picture
 
 
 def merge_qc(segments: Sequence[SegmentQc], audio: AudioQc | None, fps: float, thresholds: QcThresholds) -> QcReport:

@@ -10,9 +10,9 @@ from fractions import Fraction
 import av
 
 from ..plan import Segment
-from .fidelity import FidelityMeter
+from ._fidelity import FidelityMeter
+from ._video_checks import PictureChecks
 from .findings import QcRequest, SegmentQc
-from .video_checks import PictureChecks
 
 
 class SegmentChecks:

@@ -28,7 +28,7 @@ from mcp_protocol.desk_jobs import DeskJob
 from mcp_protocol.domain import TaskStatus
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import now_ms
-from serve_app.config import Config
+from serve_app._config import Config
 
 
 class DeskAtCapacity(Exception):

@@ -3,7 +3,7 @@
 A restarted desk forgets the imports it held (their tasks answer "not found"), and the start-up cleanup removes
 their half-written files (media_store.hygiene).
 
-An import: the bytes from the source (serve_app.importing.web_fetch, or the server's bucket) go into the asset store
+An import: the bytes from the source (serve_app.importing._web_fetch, or the server's bucket) go into the asset store
 exactly as an upload's do (AssetStore.add_stream: the size limit and the quota counted as they arrive, the isolated
 parse, every media limit), within VIDFORGE_IMPORT_TIMEOUT_S for the transfer; the parse that follows has its own
 bound. Whatever ends it — success, a refusal, a failure, a cancel — nothing of a failed import is kept, and its task
@@ -29,11 +29,11 @@ from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import now_ms
 from media_store.opening import is_storage_fault
 from render_kernels.errors import UnsupportedMedia
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.desks.job_desk import HeldJob, JobDesk, LazyDesk, new_task_id
-from serve_app.importing.failures import ImportRefused, ImportUnavailable
-from serve_app.importing.sources import BucketSource, ImportSource, bucket_chunks
-from serve_app.importing.web_fetch import FetchLimits, WebFetch
+from serve_app.importing._failures import ImportRefused, ImportUnavailable
+from serve_app.importing._sources import BucketSource, ImportSource, bucket_chunks
+from serve_app.importing._web_fetch import FetchLimits, WebFetch
 from serve_app.media.assets import Asset, AssetQuotaExceeded, AssetStore, AssetTooLarge
 from serve_app.media.disk_full import is_disk_full
 from serve_app.media.media_limits import media_refusal

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from mcp_protocol import errors
 from mcp_protocol.desk_jobs import DeskJob
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.desks.job_desk import DeskAtCapacity
+from serve_app.importing._failures import ImportRefused
+from serve_app.importing._sources import source_of
 from serve_app.importing.desk import ImportDeskApi
-from serve_app.importing.failures import ImportRefused
-from serve_app.importing.sources import source_of
 from serve_app.outbound.address_guard import AddressGuard
 
 

@@ -2,5 +2,5 @@
 bearer/OAuth auth, Origin/Host checks, admission and request slots, the file routes, the task-record mirror, the
 watermark review page (`review/`), and `RayRenderService` (the RenderService that mcp_protocol's handlers call).
 
-May import: serve_app.rendering, serve_app.media, serve_app.config/handles and the lower rooms. Not serve_app.launch.
+May import: serve_app.rendering, serve_app.media, serve_app._config/handles and the lower rooms. Not serve_app.launch.
 """

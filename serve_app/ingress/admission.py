@@ -24,10 +24,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
-from serve_app.config import Config
-from serve_app.ingress.direct_uploads import UPLOADS_PATH
+from serve_app._config import Config
+from serve_app.ingress._direct_uploads import UPLOADS_PATH
+from serve_app.ingress._refusals import MCP_PATH, refusal
 from serve_app.ingress.leases import LedgerClient
-from serve_app.ingress.refusals import MCP_PATH, refusal
 from serve_app.observability.catalog import REFUSALS
 
 LISTEN_METHOD = "subscriptions/listen"
@@ -67,7 +67,7 @@ def caps(config: Config) -> dict[str, Cap]:
 
 
 def is_completion(path: str) -> bool:
-    """`POST /assets/uploads/{upload_id}/complete` (serve_app/ingress/direct_uploads.py)."""
+    """`POST /assets/uploads/{upload_id}/complete` (serve_app/ingress/_direct_uploads.py)."""
     return path.startswith(UPLOADS_PATH + "/") and path.endswith("/complete")
 
 

@@ -1,7 +1,7 @@
 """The Starlette application each ingress replica serves (serve_app/ingress/front.py): `/mcp`, `/assets` (and direct
-uploads to a bucket under `/assets/uploads`: serve_app/ingress/direct_uploads.py), `/artifacts`, `/healthz`,
-`/readyz`, the caller's own assets and renders (`GET /assets`, `GET /renders`: serve_app/ingress/listings.py) and
-webhook deliveries (`GET /webhooks`: serve_app/ingress/webhook_listing.py), the
+uploads to a bucket under `/assets/uploads`: serve_app/ingress/_direct_uploads.py), `/artifacts`, `/healthz`,
+`/readyz`, the caller's own assets and renders (`GET /assets`, `GET /renders`: serve_app/ingress/_listings.py) and
+webhook deliveries (`GET /webhooks`: serve_app/ingress/_webhook_listing.py), the
 watermark review page under `/review`, the finished video's watch page under `/watch`, and in OAuth mode the RFC 9728
 metadata under `/.well-known/oauth-protected-resource`.
 
@@ -10,8 +10,8 @@ Built inside the replica (the SDK's app holds an AES-GCM key and cannot be pickl
 client reads them precisely because it has no token yet (MCP authorization: resource metadata discovery). So do
 the review and watch routes: a person opens them in a browser that holds no bearer token, and the signed capability
 in the link is their credential (serve_app/ingress/review/, serve_app/ingress/watch/). And `/readyz`, which an
-orchestrator's probe asks without a token (serve_app/ingress/readiness.py), and `/`, the page that says what this
-server is (serve_app/ingress/home_page.py).
+orchestrator's probe asks without a token (serve_app/ingress/_readiness.py), and `/`, the page that says what this
+server is (serve_app/ingress/_home_page.py).
 """
 
 from __future__ import annotations
@@ -30,27 +30,27 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from mcp_protocol.http import McpEndpoint
 from mcp_protocol.server import VidforgeServer
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.importing.desk import DeskClient
 from serve_app.importing.service import DeskImports
+from serve_app.ingress._callers import Callers
+from serve_app.ingress._deadlines import BodyDeadline
+from serve_app.ingress._direct_uploads import UPLOADS_PATH
+from serve_app.ingress._home_page import home_routes
+from serve_app.ingress._http_errors import EXCEPTION_HANDLERS
+from serve_app.ingress._http_files import ArtifactDownload, AssetUpload, DirectUploadComplete, DirectUploadOpen
+from serve_app.ingress._listings import listing_routes
+from serve_app.ingress._origin import OriginGuard, OriginPolicy
+from serve_app.ingress._ray_node import raylet_gone
+from serve_app.ingress._readiness import Readiness
+from serve_app.ingress._request_context import RequestContext
+from serve_app.ingress._request_slots import RequestSlots
+from serve_app.ingress._webhook_listing import webhook_routes
 from serve_app.ingress.admission import Admission, AdmissionGuard
 from serve_app.ingress.auth import bearer_backend
-from serve_app.ingress.callers import Callers
-from serve_app.ingress.deadlines import BodyDeadline
-from serve_app.ingress.direct_uploads import UPLOADS_PATH
-from serve_app.ingress.home_page import home_routes
-from serve_app.ingress.http_errors import EXCEPTION_HANDLERS
-from serve_app.ingress.http_files import ArtifactDownload, AssetUpload, DirectUploadComplete, DirectUploadOpen
-from serve_app.ingress.listings import listing_routes
 from serve_app.ingress.oauth import protected_resource_routes
-from serve_app.ingress.origin import OriginGuard, OriginPolicy
-from serve_app.ingress.ray_node import raylet_gone
-from serve_app.ingress.readiness import Readiness
-from serve_app.ingress.request_context import RequestContext
-from serve_app.ingress.request_slots import RequestSlots
 from serve_app.ingress.review.routes import review_routes
 from serve_app.ingress.watch.routes import watch_routes
-from serve_app.ingress.webhook_listing import webhook_routes
 from serve_app.inspecting.desk import InspectDeskClient
 from serve_app.inspecting.service import DeskInspections
 from serve_app.observability.catalog import REFUSALS
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 
 async def healthz(request: Request) -> JSONResponse:
-    if raylet_gone():  # the process answers, but the Ray under it has died (serve_app/ingress/ray_node.py)
+    if raylet_gone():  # the process answers, but the Ray under it has died (serve_app/ingress/_ray_node.py)
         return JSONResponse({"status": "unhealthy", "reason": "this node's Ray raylet has exited"}, status_code=503)
     return JSONResponse({"status": "ok"})
 
@@ -104,7 +104,7 @@ def build_app(
     # After authentication (both need the principal): the log context and request timing, then admission (per principal).
     callers = Callers(bearer_backend(config, tokens), config)
     guards = [
-        callers.authentication(),  # the credential as the door checked it (serve_app/ingress/callers.py)
+        callers.authentication(),  # the credential as the door checked it (serve_app/ingress/_callers.py)
         Middleware(RequestContext),
         Middleware(AdmissionGuard, admission=admission, config=config),
     ]

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from mcp_protocol import errors, http_refusals
 from mcp_protocol.envelope import jsonrpc_error_data
 from mcp_protocol.http import jsonrpc_error
-from serve_app.config import LOOPBACK_HOSTS, Config
+from serve_app._config import LOOPBACK_HOSTS, Config
 from serve_app.ingress.oauth import InvalidToken, IssuerUnavailable, JwtVerifier, resource_metadata_url
 
 LOCAL_PRINCIPAL = "local"
@@ -191,7 +191,7 @@ class BearerBackend(AuthenticationBackend):
 
 
 def bearer_backend(config: Config, tokens: dict[str, str] | None) -> BearerBackend:
-    """The configured backend (a replica's door, serve_app/ingress/callers.py, shares its app's one)."""
+    """The configured backend (a replica's door, serve_app/ingress/_callers.py, shares its app's one)."""
     verifier = JwtVerifier(config.oauth_issuer, config.resource) if config.oauth_issuer else None
     return BearerBackend(tokens, verifier, config.required_scopes)
 

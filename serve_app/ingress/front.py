@@ -13,7 +13,7 @@ and a replacement replica binds beside (or after) the one it replaces. Only proc
 join the group. Serve's own proxy is not started (`proxy_location: Disabled`), so nothing else holds the port.
 
 uvicorn waits for a request's headers as long as the client takes (its keep-alive timeout covers only the silence
-between requests); the front adds the header deadline (serve_app/ingress/deadlines.py) to uvicorn's httptools
+between requests); the front adds the header deadline (serve_app/ingress/_deadlines.py) to uvicorn's httptools
 protocol: `HeaderDeadlineProtocol`.
 """
 
@@ -28,8 +28,8 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from serve_app.ingress.deadlines import CLOSE, Deadline, header_timeout_error
-from serve_app.ingress.refusals import error_response
+from serve_app.ingress._deadlines import CLOSE, Deadline, header_timeout_error
+from serve_app.ingress._refusals import error_response
 from serve_app.observability.catalog import REFUSALS
 
 log = logging.getLogger(__name__)

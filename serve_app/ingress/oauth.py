@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from serve_app.config import LOOPBACK_HOSTS, Config
+from serve_app._config import LOOPBACK_HOSTS, Config
 
 PRM_PATH = "/.well-known/oauth-protected-resource"
 # Only public-key algorithms: a symmetric `alg` would let anyone holding a JWKS entry mint tokens

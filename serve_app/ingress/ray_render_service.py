@@ -2,7 +2,7 @@
 
 Stateless: task state lives in the TaskRegistry, rendering in the render supervisor, bytes in the media store (the
 data dir, or a bucket). Any replica can answer any request. Record reads go through the replica's `RecordMirror`
-(serve_app.ingress.record_mirror), which follows the registry's change feed; long polls (`watch`) and writes go to
+(serve_app.ingress._record_mirror), which follows the registry's change feed; long polls (`watch`) and writes go to
 the registry.
 
 Two classes, one logic: `RegistryRenderService` is the whole service over a `RegistryApi` and an `AssetStore` (the
@@ -32,16 +32,16 @@ from media_store.opening import is_storage_fault
 from render_kernels.limits import OverLimit
 from render_kernels.source_info import SourceInfo
 from render_kernels.spec import RenderSpec
-from serve_app.config import Config
-from serve_app.handles import registry_client
-from serve_app.ingress.direct_uploads import DirectUploads
-from serve_app.ingress.http_files import UploadLimits
-from serve_app.ingress.ray_node import raylet_gone
-from serve_app.ingress.record_mirror import RecordMirror
+from serve_app._config import Config
+from serve_app._handles import registry_client
+from serve_app.ingress._direct_uploads import DirectUploads
+from serve_app.ingress._http_files import UploadLimits
+from serve_app.ingress._ray_node import raylet_gone
+from serve_app.ingress._record_mirror import RecordMirror
+from serve_app.ingress._stored_media import ArtifactFile, DirectDownloads, storage_unavailable
 from serve_app.ingress.review.links import ReviewLinks
 from serve_app.ingress.review.pages import ReviewedRender
 from serve_app.ingress.review.routes import ReviewImage
-from serve_app.ingress.stored_media import ArtifactFile, DirectDownloads, storage_unavailable
 from serve_app.ingress.watch.links import WatchLinks
 from serve_app.media.assets import Asset, AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal
@@ -298,7 +298,7 @@ class RegistryRenderService:
         except FileNotFoundError:
             return None
 
-    # -- serve_app.ingress.http_files.FileService ---------------------------------------------------------------
+    # -- serve_app.ingress._http_files.FileService ---------------------------------------------------------------
 
     async def add_asset(self, chunks: AsyncIterator[bytes], principal: str, filename: str) -> Asset:
         return await self.assets.add_stream(chunks, principal, filename)

@@ -1,7 +1,7 @@
 """The inspection desk: the desk (serve_app.desks.job_desk) that runs every inspection and keeps it as a task.
 
-An inspection is one Ray task (serve_app.inspecting.inspect_task) over a file a replica has already checked to be
-the principal's (serve_app.inspecting.targets); the desk bounds it (VIDFORGE_INSPECT_TIMEOUT_S, force-cancelled past
+An inspection is one Ray task (serve_app.inspecting._inspect_task) over a file a replica has already checked to be
+the principal's (serve_app.inspecting._targets); the desk bounds it (VIDFORGE_INSPECT_TIMEOUT_S, force-cancelled past
 it or on a cancel), and at most VIDFORGE_MAX_INSPECTIONS run at once per principal. A principal's inspection of one
 URI is one job while the desk keeps it (a file behind a URI never changes): asking again finds it, unless it ended
 in an error or was cancelled. Ended inspections hold their contact sheet (up to ~150 KB) until the task TTL, and
@@ -27,10 +27,10 @@ from mcp_protocol.quality import QcReport
 from mcp_protocol.timefmt import now_ms
 from render_kernels.errors import UnsupportedMedia
 from render_kernels.source_info import SourceInfo
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.desks.job_desk import HeldJob, JobDesk, LazyDesk, new_task_id
-from serve_app.inspecting.inspect_task import InspectedVideo, InspectTask, inspect_parts
-from serve_app.inspecting.targets import InspectTarget
+from serve_app.inspecting._inspect_task import InspectedVideo, InspectTask, inspect_parts
+from serve_app.inspecting._targets import InspectTarget
 from serve_app.media.media_limits import media_limits, media_refusal
 
 INSPECT_DESK_NAME = "vidforge-inspect-desk"

@@ -12,10 +12,9 @@ from actors.client import RegistryApi
 from mcp_protocol import errors
 from mcp_protocol.desk_jobs import DeskJob
 from mcp_protocol.inspections import StartedInspection
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.desks.job_desk import DeskAtCapacity
-from serve_app.inspecting.desk import InspectDeskApi
-from serve_app.inspecting.targets import (
+from serve_app.inspecting._targets import (
     InspectTarget,
     asset_target,
     is_asset_uri,
@@ -23,6 +22,7 @@ from serve_app.inspecting.targets import (
     video_target,
     video_uri_parts,
 )
+from serve_app.inspecting.desk import InspectDeskApi
 from serve_app.media.assets import AssetStore
 
 

@@ -9,8 +9,8 @@ import sys
 import threading
 from importlib.metadata import version
 
-from serve_app.launch.state_migrate import register_state_commands
-from serve_app.launch.webhook_secret import register_webhook_secret
+from serve_app.launch._state_migrate import register_state_commands
+from serve_app.launch._webhook_secret import register_webhook_secret
 from vidforge_client.commands import register_client_commands
 
 # The server's modules (settings, Ray, PyAV) are imported by the commands that run them, so the client's commands,
@@ -19,13 +19,13 @@ from vidforge_client.commands import register_client_commands
 
 def _serve(args: argparse.Namespace) -> int:
     from media_store.private_files import make_private_dirs
-    from serve_app.config import Config
+    from serve_app._config import Config
     from serve_app.observability.process import observe_process
 
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
     observe_process(config)
-    from serve_app.launch.port_check import PortUnavailable, check_port
-    from serve_app.launch.startup import (
+    from serve_app.launch._port_check import PortUnavailable, check_port
+    from serve_app.launch._startup import (
         SETTINGS_ERRORS,
         check_media_from_worker,
         check_settings,
@@ -45,11 +45,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     import ray
 
-    from serve_app.launch.deployment import deploy
-    from serve_app.launch.job_env import job_runtime_env
-    from serve_app.launch.metrics_endpoint import METRICS_ERRORS, start_metrics_endpoint
-    from serve_app.launch.ray_env import apply_ray_env_defaults
-    from serve_app.launch.ray_watch import RayWatch
+    from serve_app.launch._deployment import deploy
+    from serve_app.launch._job_env import job_runtime_env
+    from serve_app.launch._metrics_endpoint import METRICS_ERRORS, start_metrics_endpoint
+    from serve_app.launch._ray_env import apply_ray_env_defaults
+    from serve_app.launch._ray_watch import RayWatch
 
     apply_ray_env_defaults()  # before ray.init: an embedded cluster's processes inherit this environment
     ray.init(
@@ -61,7 +61,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_to_driver=False,
         # The embedded node's own Prometheus endpoint (Ray's metrics); a joined cluster's nodes have theirs.
         _metrics_export_port=None if config.ray_address else config.metrics_export_port,
-        runtime_env=job_runtime_env(config),  # what the job's workers on every node need (serve_app.launch.job_env)
+        runtime_env=job_runtime_env(config),  # what the job's workers on every node need (serve_app.launch._job_env)
     )
     print(f"vidforge: Ray cluster at {ray.get_runtime_context().gcs_address}", flush=True)
     ray_watch = RayWatch.of_connected(joined=bool(config.ray_address), gcs_grace_s=config.gcs_grace_s)
@@ -106,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _assets_add(args: argparse.Namespace) -> int:
     from media_store.opening import StorageUrlError
     from render_kernels.errors import UnsupportedMedia
-    from serve_app.config import Config
+    from serve_app._config import Config
     from serve_app.ingress.auth import LOCAL_PRINCIPAL
     from serve_app.media.assets import AssetQuotaExceeded, AssetStore, AssetTooLarge
     from serve_app.media.media_limits import refusal_reason
@@ -152,8 +152,8 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("--principal", help="owner of the asset (a principal of the tokens file; default: the local one)")
     add.set_defaults(func=_assets_add)
     webhooks = register_client_commands(sub, assets)  # render, assets|webhooks list, renders list|get: vidforge_client
-    register_webhook_secret(webhooks)  # webhooks secret: serve_app/launch/webhook_secret.py
-    register_state_commands(sub)  # state migrate: serve_app/launch/state_migrate.py
+    register_webhook_secret(webhooks)  # webhooks secret: serve_app/launch/_webhook_secret.py
+    register_state_commands(sub)  # state migrate: serve_app/launch/_state_migrate.py
     return root
 
 

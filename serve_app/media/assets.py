@@ -2,7 +2,7 @@
 
 Kept in the media store (media_store.assets has the layout: `assets/<asset_id>/{blob, meta.json}`). An asset is
 parsed before it is accepted, so a render never starts on a file that cannot be read or is over a limit; what
-the parse found (`facts`, serve_app.media.media_facts) is kept in meta.json, so a render's creation checks limits
+the parse found (`facts`, serve_app.media._media_facts) is kept in meta.json, so a render's creation checks limits
 without reading the file again, and the render plans its segments from it (`source_info`) instead of probing the
 file a second time; facts in an older layout are migrated as they are read. An upload over HTTP is streamed into
 the store as it arrives (a local file or a multipart upload, never whole in memory) and parsed from there in a
@@ -32,9 +32,9 @@ from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
 from media_store.assets import ASSETS, AssetIndex, blob_key, meta_key, read_meta
 from render_kernels.media_io import Media
 from render_kernels.source_info import SourceInfo
-from serve_app.config import Config
-from serve_app.handles import media_store
-from serve_app.media.media_facts import MediaFacts
+from serve_app._config import Config
+from serve_app._handles import media_store
+from serve_app.media._media_facts import MediaFacts
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds, inspect_media, parse_isolated
 

@@ -11,8 +11,8 @@ from mcp_protocol import errors
 from mcp_protocol.envelope import VidforgeError
 from render_kernels.errors import UnsupportedMedia
 from render_kernels.limits import MediaLimits, OverLimit
-from serve_app.config import Config
-from serve_app.media.media_facts import MediaFacts
+from serve_app._config import Config
+from serve_app.media._media_facts import MediaFacts
 from serve_app.observability.catalog import REFUSALS
 
 # The operator's name for each limit an OverLimit can name (MediaLimits fields, then the parse's own limits).
@@ -54,7 +54,7 @@ def media_refusal(field: str, exc: UnsupportedMedia) -> VidforgeError:
 
 
 def check_stored_facts(limits: MediaLimits, facts: MediaFacts | None) -> None:
-    """The limits now in force, on an asset's stored facts (serve_app.media.media_facts): an operator may have
+    """The limits now in force, on an asset's stored facts (serve_app.media._media_facts): an operator may have
     lowered them since the upload. Raises OverLimit. An asset stored before facts were kept has none to check."""
     if facts is None:
         return

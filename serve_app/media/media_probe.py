@@ -4,7 +4,7 @@ libav is a large C library, and what it parses here is whatever a tenant uploade
 allocation or a hang inside it must end that one upload with a clear error and nothing else, so no parse of
 uploaded bytes runs in a shared process such as the Serve ingress. `parse_isolated` runs a kernel that takes
 media (inspect_media at upload; probe and render_preview for an asset stored without the upload's facts — with
-them, the render's own tasks decode the vetted file, see serve_app.rendering.render_driver) in a fresh single-use Ray
+them, the render's own tasks decode the vetted file, see serve_app.rendering._render_driver) in a fresh single-use Ray
 actor — one worker process, killed when the parse ends — that first caps its own memory. A local file is parsed
 on this node; an object in a bucket is read by the parser itself, wherever it runs, fetching only the ranges it
 decodes:
@@ -46,14 +46,14 @@ from render_kernels.source_info import SourceInfo
 
 if TYPE_CHECKING:  # not at run time: every parser is a fresh worker that imports this module, and the settings
     # model (pydantic) would add 75 ms of CPU to each one's start
-    from serve_app.config import Config
+    from serve_app._config import Config
 
 logger = logging.getLogger(__name__)
 
 
 def inspect_media(path: Media, limits: MediaLimits) -> SourceInfo | tuple[int, int]:
     """What an upload is: a video's probe, or a still image's (width, height); the asset keeps them as its facts
-    (serve_app.media.media_facts.MediaFacts, made where the parse was asked for: no pydantic in a parser worker).
+    (serve_app.media._media_facts.MediaFacts, made where the parse was asked for: no pydantic in a parser worker).
 
     A still image is recognised and sized from its header first (Pillow reads no pixel) and held to its limit
     before any decoder runs: a few-MB PNG can declare 16k x 16k pixels, and decoding it costs a gigabyte.
@@ -145,7 +145,7 @@ async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: Medi
     # Here, not at the top: every parser worker imports this module, and the actors package (the typed calls) would
     # add about a second of CPU to each one's start. The processes that start a parse have it loaded.
     from actors.actor_calls import ActorUnavailable
-    from serve_app.media.parser_client import PARSER, ParserClient
+    from serve_app.media._parser_client import PARSER, ParserClient
 
     if isinstance(path, str):  # a local file: it is on this node
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)

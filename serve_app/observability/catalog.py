@@ -125,7 +125,7 @@ STORAGE_ERRORS = Metric(
     ("operation",),
 )
 
-# The webhook dispatcher's (serve_app/webhooks/dispatcher.py).
+# The webhook dispatcher's (serve_app/webhooks/_dispatcher.py).
 WEBHOOK_ATTEMPT_SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 WEBHOOK_DELIVERIES = Metric(
     "vidforge_webhook_deliveries_total",

@@ -1,5 +1,5 @@
 """vidforge's Prometheus endpoint: one actor on the head that sums what every vidforge process reports
-(serve_app/observability/reporter.py) and serves it at `http://HOST:PORT/metrics` — VIDFORGE_METRICS_HOST (by
+(serve_app/observability/_reporter.py) and serves it at `http://HOST:PORT/metrics` — VIDFORGE_METRICS_HOST (by
 default the API's own address, `--host`) and VIDFORGE_METRICS_PORT (by default a free port, printed at start).
 
 A cluster singleton like the registry (detached, named, pinned to the head, restarted by Ray): `vidforge serve`
@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from actors.actor_calls import ActorCall, ActorCast, ActorClient, ActorUnavailable
 from actors.handle import singleton_actor_options
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.observability.aggregate import Aggregate, PrincipalLabels
 from serve_app.observability.catalog import ALL_METRICS
 from serve_app.observability.metric import Report

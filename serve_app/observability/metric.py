@@ -6,7 +6,7 @@ address (its `prometheus_exporter` listens on loopback only when the node's own 
 `ray.init`/`ray start` turn a loopback node address into the machine's): an operator can neither bind it where the
 API listens nor keep vidforge's series off it. So the values are made here, in each recording process — the ingress
 replicas, the RenderSupervisor, the TaskRegistry, `vidforge serve` itself — and each process sends what it recorded,
-within a second of recording it (else every 15 s: serve_app/observability/reporter.py), to one exporter actor on the
+within a second of recording it (else every 15 s: serve_app/observability/_reporter.py), to one exporter actor on the
 head (serve_app/observability/exporter.py), which sums them and serves them on the address and port the operator
 names (VIDFORGE_METRICS_HOST / VIDFORGE_METRICS_PORT). Recording costs
 a few microseconds, in-process (a dict update under a lock); nothing is sent per request.

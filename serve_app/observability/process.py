@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from serve_app.config import Config
+from serve_app._config import Config
+from serve_app.observability._reporter import start_reporting
 from serve_app.observability.logs import configure_logging
 from serve_app.observability.metric import enable_metrics
-from serve_app.observability.reporter import start_reporting
 
 
 def observe_process(config: Config) -> None:

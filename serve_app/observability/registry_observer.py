@@ -1,4 +1,4 @@
-"""The TaskRegistry's observer (actors/observer.py): render states, ends and waiting approvals as metrics, and the
+"""The TaskRegistry's observer (actors/_observer.py): render states, ends and waiting approvals as metrics, and the
 one log line of each render's end.
 
 It runs inside the registry actor, which sees every change to every task: counts are kept as changes arrive (a
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from mcp_protocol.domain import TaskRecord, TaskStatus
 from mcp_protocol.results import end_error
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.observability.catalog import (
     APPROVAL_OLDEST_WAIT,
     APPROVALS_WAITING,
@@ -50,7 +50,7 @@ class RegistryMetrics:
         STATE_AVAILABLE.set(1)
         for rec in live:
             self._count(rec, 1)
-        self._states.update(finished)  # the finished ones are counted, not loaded (actors/working_set.py)
+        self._states.update(finished)  # the finished ones are counted, not loaded (actors/_working_set.py)
         for status in TaskStatus:
             RENDERS.set(self._states[status], state=status.value)
         self._publish_unfinished()

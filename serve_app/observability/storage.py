@@ -1,6 +1,6 @@
 """A MediaStore that counts its failures (`vidforge_storage_errors_total`, by operation) and otherwise is the store.
 
-Every media operation of the server goes through the store `serve_app.handles.media_store` opens, so wrapping it
+Every media operation of the server goes through the store `serve_app._handles.media_store` opens, so wrapping it
 there counts failures wherever they happen — an upload, a download, a preview write, a render's cleanup — without
 each caller counting. A missing object (FileNotFoundError) is an answer, not a failure. Picklable like the store
 it wraps: Ray tasks take it with their keys (they record nothing unless their process enabled metrics).

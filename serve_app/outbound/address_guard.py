@@ -14,8 +14,8 @@ the guard stands between the two (server-side request forgery):
   on the inside.
 
 The rules of a URL (its scheme, credentials) are each caller's own, and so are the words of a refusal: the guard
-raises `AddressRefused` and `NameUnresolved`, which the import (serve_app.importing.web_fetch) and the webhooks
-(serve_app.webhooks.destinations) turn into their own errors. Resolution goes through `resolver`, the system's by
+raises `AddressRefused` and `NameUnresolved`, which the import (serve_app.importing._web_fetch) and the webhooks
+(serve_app.webhooks._destinations) turn into their own errors. Resolution goes through `resolver`, the system's by
 default: the one seam the tests use to make a name resolve to chosen addresses.
 """
 

@@ -1,5 +1,5 @@
-"""The transport of vidforge's requests to hosts its callers name: an import's fetch (serve_app.importing.web_fetch)
-and a webhook's POST (serve_app.webhooks.dispatcher).
+"""The transport of vidforge's requests to hosts its callers name: an import's fetch (serve_app.importing._web_fetch)
+and a webhook's POST (serve_app.webhooks._dispatcher).
 
 `outbound_client` is the one client both use: no proxy from the environment (a proxy would resolve the name itself,
 past the address guard), no redirect followed (a redirect is another hop, through the guard again, or none), no

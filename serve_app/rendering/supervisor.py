@@ -15,10 +15,10 @@ so a cancel whose `cancel` call never arrived still stops it; and the registry c
 cancel is requested.
 
 The renders it drives share the cluster through one RenderPool: a fair scheduler of their CPU tasks
-(round-robin across principals, FIFO within one; serve_app.rendering.scheduling) and one progress tally, held here: the
+(round-robin across principals, FIFO within one; serve_app.rendering._scheduling) and one progress tally, held here: the
 segment tasks report their frames to this actor (`report_frames`), so the tally costs no process of its own. On an
 autoscaling cluster (VIDFORGE_AUTOSCALING_CONFIG) that scheduler is also the one voice telling Ray's autoscaler what
-the queue needs (serve_app.rendering.autoscaling). This actor, the registry and the ingress live on the head and no
+the queue needs (serve_app.rendering._autoscaling). This actor, the registry and the ingress live on the head and no
 object of theirs is held on a worker node, so a worker node whose work has ended is idle and can be removed.
 
 Cost is bounded per render, and this shared process parses no uploaded byte: a source nobody has vetted (an
@@ -65,8 +65,8 @@ from render_kernels.errors import UnsupportedMedia
 from render_kernels.mux import MuxStats
 from render_kernels.qc.findings import QcReport as KernelQcReport
 from render_kernels.spec import RenderSpec, WatermarkSpec
-from serve_app.config import Config
-from serve_app.handles import registry_client
+from serve_app._config import Config
+from serve_app._handles import registry_client
 from serve_app.media.assets import AssetStore
 from serve_app.media.disk_full import is_disk_full
 from serve_app.media.media_limits import media_limits, media_refusal
@@ -74,13 +74,13 @@ from serve_app.media.media_probe import ParseBounds
 from serve_app.observability.catalog import ENCODE_SPEED, ENCODED_FRAMES, RENDER_DURATION, RENDER_QUEUE
 from serve_app.observability.metric import principal_label
 from serve_app.observability.process import observe_process
-from serve_app.rendering.autoscaling import ElasticCluster
-from serve_app.rendering.render_driver import RenderRun
-from serve_app.rendering.render_job import RenderJob, RenderRejected, RenderTimings
-from serve_app.rendering.render_pool import RenderPool
-from serve_app.rendering.render_tasks import TaskHost, progress_interval_s
-from serve_app.rendering.scheduling import SegmentScheduler
-from serve_app.rendering.warm_pool import WarmPool
+from serve_app.rendering._autoscaling import ElasticCluster
+from serve_app.rendering._render_driver import RenderRun
+from serve_app.rendering._render_job import RenderJob, RenderRejected, RenderTimings
+from serve_app.rendering._render_pool import RenderPool
+from serve_app.rendering._render_tasks import TaskHost, progress_interval_s
+from serve_app.rendering._scheduling import SegmentScheduler
+from serve_app.rendering._warm_pool import WarmPool
 
 logger = logging.getLogger(__name__)
 
@@ -218,13 +218,13 @@ class RenderSupervisor:
         self.assets = AssetStore(self.config)
         self.registry = registry_client(self.config)
         self.running: dict[str, asyncio.Task[None]] = {}
-        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.rendering.scheduling),
+        # Every render driven here shares one fair scheduler of the cluster's CPUs (serve_app.rendering._scheduling),
         # and the tally this actor serves (in-process, outside an actor, the pool starts a tally actor instead).
         context = ray.get_runtime_context()
         host = context.current_actor if context.get_actor_id() is not None else None
         self.pool = RenderPool(SegmentScheduler(elastic=elastic_cluster(self.config)), host=host)
         # Render workers started and loaded before the first render, and held so while none runs
-        # (serve_app.rendering.warm_pool): only in an actor (the rounds' tasks wait in it), unless VIDFORGE_WARM_POOL
+        # (serve_app.rendering._warm_pool): only in an actor (the rounds' tasks wait in it), unless VIDFORGE_WARM_POOL
         # is off.
         every_node = self.config.autoscaling_config is None  # on an autoscaling cluster, its own node only
         self.warm_pool = WarmPool(host, every_node) if host is not None and self.config.warm_pool else None

@@ -26,11 +26,11 @@ from actors.actor_calls import ActorCall, ActorClient
 from actors.handle import singleton_actor_options
 from mcp_protocol.domain import PendingApproval
 from mcp_protocol.webhook_events import OutboxEvent
-from serve_app.config import Config
-from serve_app.handles import registry_client
+from serve_app._config import Config
+from serve_app._handles import registry_client
 from serve_app.observability.process import observe_process
-from serve_app.webhooks.destinations import DestinationGuard
-from serve_app.webhooks.dispatcher import Dispatcher, DispatchSettings
+from serve_app.webhooks._destinations import DestinationGuard
+from serve_app.webhooks._dispatcher import Dispatcher, DispatchSettings
 from serve_app.webhooks.registry_outbox import RegistryOutbox
 from serve_app.webhooks.secrets import WebhookSecrets
 

@@ -10,9 +10,9 @@ from mcp_protocol import errors
 from mcp_protocol.catalog import RENDER_TOOL
 from mcp_protocol.domain import RenderRequest
 from mcp_protocol.envelope import repair
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.outbound.address_guard import Resolver, system_resolver
-from serve_app.webhooks.destinations import DestinationGuard, DestinationRefused, DestinationUnavailable
+from serve_app.webhooks._destinations import DestinationGuard, DestinationRefused, DestinationUnavailable
 from serve_app.webhooks.secrets import WebhookSecrets
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import quote, urlencode
 
 from mcp_protocol.domain import PendingApproval, TaskRecord
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 
 REVIEW_PATH = "/review"

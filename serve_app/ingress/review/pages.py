@@ -1,5 +1,5 @@
 """The server's HTML: Jinja2 templates (package data in `templates/`, autoescaped), the static files the pages load,
-and the headers every page response carries — the review page's and the front page's (serve_app/ingress/home_page.py).
+and the headers every page response carries — the review page's and the front page's (serve_app/ingress/_home_page.py).
 
 The pages load nothing from elsewhere and need no inline code, so their Content-Security-Policy forbids all but
 their own images, stylesheet and script and forms posting back to them (the one script shows times in the viewer's

@@ -36,7 +36,8 @@ from mcp_protocol import errors
 from mcp_protocol.catalog import APPROVE_TOOL
 from mcp_protocol.domain import AnswerResult, ApprovalAnswer, TaskRecord
 from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
-from serve_app.config import Config
+from serve_app._config import Config
+from serve_app.ingress._web_origin import origin_key
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
 from serve_app.ingress.review.links import CAPABILITY_PARAM, REVIEW_PATH, review_path, with_capability
 from serve_app.ingress.review.pages import (
@@ -50,7 +51,6 @@ from serve_app.ingress.review.pages import (
 )
 from serve_app.ingress.review.quality import CONTACT_SHEET, QualityView, quality_report
 from serve_app.ingress.review.view import ReviewState, ReviewView, ended_undecided_text
-from serve_app.ingress.web_origin import origin_key
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 DECISIONS = {"approve": True, "reject": False}

@@ -6,7 +6,7 @@ shows its poster frame until it plays and the facts (size, duration, format, res
 what its quality check found (the verdict, its reasons and the contact sheet; serve_app/ingress/review/quality.py),
 and offers a download button. The video, the download, the poster and the contact sheet are fetched through the
 same capability; with the media in a bucket and direct transfers on, the video and the download are redirects to
-short-lived presigned URLs of the object (serve_app/ingress/http_files.py), so the bytes do not pass through the
+short-lived presigned URLs of the object (serve_app/ingress/_http_files.py), so the bytes do not pass through the
 server.
 
 The credential is the link itself: the review page's capability scheme (serve_app/ingress/review/capability.py),

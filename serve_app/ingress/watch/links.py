@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from mcp_protocol.domain import Succeeded, TaskRecord
-from serve_app.config import Config
+from serve_app._config import Config
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 from serve_app.ingress.review.links import with_capability
 

@@ -7,7 +7,7 @@
 - `GET /watch/{task_id}/contact-sheet.jpg?cap=…` — the quality check's contact sheet (the page shows it, with the
   check's verdict and reasons, when the render has one).
 
-Where the bucket serves the video (serve_app/ingress/http_files.py: `artifact_response`), the video and the download
+Where the bucket serves the video (serve_app/ingress/_http_files.py: `artifact_response`), the video and the download
 are 307s to presigned URLs of the object, and the page's Content-Security-Policy allows media from the bucket's
 endpoint too. Every answer, the refusals included, carries the review page's browser hardening headers
 (serve_app/ingress/review/pages.py); a refused link is a page a person can read, as on the review page: 403 for a
@@ -29,14 +29,14 @@ from starlette.routing import BaseRoute, Route
 from mcp_protocol.domain import Artifact, Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError
 from media_store.opening import is_storage_fault
-from serve_app.config import Config
+from serve_app._config import Config
+from serve_app.ingress._stored_media import ArtifactFile, artifact_response, storage_unavailable
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
 from serve_app.ingress.review.links import CAPABILITY_PARAM, with_capability
 from serve_app.ingress.review.pages import SECURITY_HEADERS, Moment, html_page, refused_page
 from serve_app.ingress.review.quality import CONTACT_SHEET, QualityView, quality_report
-from serve_app.ingress.stored_media import ArtifactFile, artifact_response, storage_unavailable
+from serve_app.ingress.watch._view import WatchView
 from serve_app.ingress.watch.links import WATCH_PATH, watch_path, watch_signer
-from serve_app.ingress.watch.view import WatchView
 
 TEMPLATES = "serve_app.ingress.watch"  # templates/watch.html
 CSP = "Content-Security-Policy"

@@ -1,0 +1,103 @@
+"""What the render driver is asked to do (`RenderJob`), what it tells its caller while it works (`RenderHooks`) and
+afterwards (`RenderTimings`), and the end it raises when the watermark preview is rejected (`RenderRejected`)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+from mcp_protocol.progress import RenderProgress
+from media_store.base import MediaStore
+from media_store.local import LocalMediaStore
+from render_kernels.limits import MediaLimits
+from render_kernels.media_io import Media
+from render_kernels.qc.findings import QcThresholds
+from render_kernels.source_info import SourceInfo
+from render_kernels.spec import RenderSpec
+from serve_app._config import Config
+from serve_app.media.media_limits import media_limits
+from serve_app.media.media_probe import ParseBounds
+from serve_app.rendering._render_tasks import PROGRESS_INTERVAL_S
+
+T = TypeVar("T")
+
+FILESYSTEM = LocalMediaStore(os.sep)  # a job's default store: its out_path and preview_path are local paths
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    source_path: Media  # a local path, or an object of the media store (render_kernels.MediaSource)
+    spec: RenderSpec
+    out_path: str  # where the video goes, as a key of `media`
+    preview_path: str | None = None  # where the watermark preview PNG goes (a key of `media`); only with a watermark
+    # Where the source's first frame goes (a key of `media`), made beside the preview for the review page; None: not made
+    source_frame_path: str | None = None
+    poster_path: str | None = None  # where a JPEG frame of the finished video goes (a key of `media`); None: not made
+    # The quality check's thresholds (render_kernels.qc), and where its contact sheet goes (a key of `media`); either
+    # None: no check.
+    qc: QcThresholds | None = None
+    contact_sheet_path: str | None = None
+    # With the check: whether the segments measure fidelity (VIDFORGE_QC_FIDELITY).
+    qc_fidelity: bool = Config.model_fields["qc_fidelity"].default
+    workers: int = 0  # segments to aim for; 0: one per CPU of the cluster (SegmentScheduler.plan_width)
+    # How the source is parsed (probe, preview) and what it may cost; Config's defaults unless the caller says.
+    parse: ParseBounds = field(default_factory=lambda: ParseBounds.of(Config()))
+    limits: MediaLimits = field(default_factory=lambda: media_limits(Config()))
+    principal: str = "local"  # whose render: the scheduler shares CPUs round-robin across principals
+    segment_max_megapixels: int = Config.model_fields[
+        "segment_max_megapixels"
+    ].default  # output pixels one segment task may encode
+    min_segment_s: float = Config.model_fields["min_segment_s"].default  # the shortest segment (VIDFORGE_MIN_SEGMENT_S)
+    media: MediaStore = FILESYSTEM
+    # What the upload's parse found in the source (serve_app.media.assets), for `source_path`; None: probe it first.
+    source_info: SourceInfo | None = None
+    gpu: str = Config.model_fields["gpu"].default  # VIDFORGE_GPU: auto, off or require
+    gpu_wait_s: float = Config.model_fields["gpu_wait_s"].default  # with auto: how long to wait for a GPU node
+    # Seconds between the progress reports of its tasks (render_tasks.progress_interval_s of the poll hint).
+    progress_interval_s: float = PROGRESS_INTERVAL_S
+
+    def __post_init__(self) -> None:
+        if self.spec.watermark is not None and not self.preview_path:
+            raise ValueError("a render with a watermark needs a preview_path")
+
+
+class RenderHooks(Protocol):
+    async def progress(self, report: RenderProgress) -> None:
+        """Probing, then rendering at most every `job.progress_interval_s` while the frame count moves (monotonic),
+        then muxing, as often while the frames written move. Awaited inline: keep it short."""
+
+    async def preview_ready(self, preview_path: str) -> bool:
+        """Called once when a watermark is set, after the preview PNG is written; segments keep encoding
+        meanwhile. True: approved, the render is muxed. False: rejected, the render stops."""
+
+
+class RenderRejected(Exception):
+    """The watermark preview was not approved; nothing was muxed."""
+
+
+@dataclass(frozen=True)
+class RenderTimings:
+    """Where one run's time went: when it started (epoch seconds), wall seconds per stage (see RenderRun; stages
+    overlap), the kernels' own wall seconds for each segment and for the audio, and when the render's caller
+    had published it (epoch seconds; None until it has)."""
+
+    started_at: float
+    stages: dict[str, float]
+    segment_wall_s: tuple[float, ...]
+    audio_wall_s: float | None
+    completed_at: float | None = None
+
+    def summary(self) -> str:
+        stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.stages.items())
+        return f"{stages}; {len(self.segment_wall_s)} segments"
+
+
+async def timed(stages: dict[str, float], stage: str, awaitable: Awaitable[T]) -> T:
+    """`awaitable`'s result, its wall seconds kept in `stages` under `stage` once it has one."""
+    started = time.perf_counter()
+    result = await awaitable
+    stages[stage] = time.perf_counter() - started
+    return result

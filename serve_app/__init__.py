@@ -7,7 +7,7 @@ Four sub-packages, each importing only those below it (tests/test_import_contrac
     rendering/  render orchestration: supervisor, driver, segment scheduling, Ray task bodies
     media/      uploaded media: asset vetting, the isolated parser, limits, disk-full detection
 
-and the leaves every sub-package may use: `handles` (the registry actor and the media store, opened from the
-settings), `observability` (metrics, structured logs, the storage error count) and `config` (the operator's settings),
+and the leaves every sub-package may use: `_handles` (the registry actor and the media store, opened from the
+settings), `observability` (metrics, structured logs, the storage error count) and `_config` (the operator's settings),
 in that order downward.
 """

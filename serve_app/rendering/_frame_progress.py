@@ -9,7 +9,7 @@ interval, and hands the hooks one RenderProgress (phase, frames done/total, meas
 mux task reports the frames it has written the same way, the last of them as it goes on to finish and store the file.
 So a render reports once an interval while it encodes and muxes, however few segments it has, each count without an
 interval's delay, and a slow reader never slows the encode. The interval is half the poll hint clients are told
-(render_tasks.progress_interval_s): every poll sees a new figure. A retried segment reports from 0 again; the tally
+(_render_tasks.progress_interval_s): every poll sees a new figure. A retried segment reports from 0 again; the tally
 keeps each segment's high-water mark, so its frames are never counted twice and progress never goes back.
 """
 

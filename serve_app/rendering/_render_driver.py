@@ -5,23 +5,18 @@
         first) || [preview (a task; with the probe when there were no facts), approval gate] -> mux_segments
         -> out_path in job.media (and a JPEG frame of it, the poster, at poster_path)
 
-`RenderRun` tells that story step by step; each step's module says how it is done, and why so:
-- `render_plan`: the source's facts (the upload's, or an isolated parse), the segments, the codecs, and the nodes
-  the segments run on (GPU or CPU);
-- `render_pool`: the fair scheduler of the CPU tasks every render of a supervisor shares, and this run's turns in it;
-- `task_calls`: each Ray task started with its typed arguments (its body in `render_tasks`, light for every worker
-  to import), its retries, and the cancel of those still running;
-- `frame_progress`: the frames done and written, from the tasks' live reports to the pool's frame tally;
-- `approval_gate`: the watermark preview and the source's first frame, made by the segments or a task, and the
-  decision on them;
-- `render_mux`: the file muxed and stored by the render's last task.
+`RenderRun` tells that story step by step; each step's module says how it is done, and why so: `_render_plan` (the
+source's facts, from the upload or an isolated parse; the segments, the codecs, the nodes they run on), `_render_pool`
+(the fair scheduler every render of a supervisor shares, and this run's turns in it), `_task_calls` (each Ray task
+started with its typed arguments, its body in `_render_tasks`; retries; the cancel of those still running),
+`_frame_progress` (the frames done and written, from the tasks' reports to the pool's tally), `_approval_gate` (the
+watermark preview and the source's first frame, and the decision on them), `_render_mux` (the file muxed and stored
+by the last task); the job (`_render_job`) says what quality check its tasks make (render_kernels.qc).
 
 Data flow: raw frames never leave a task, and encoded media never passes through the driver. Audio and segment
-tasks each return two objects: a small summary (frame count, timings) that the driver awaits for fail-fast error
-detection, and the encoded media, which stays in the object store until the mux task fetches it. The mux gets the
-segments' refs (not their values) and fetches them one at a time, so no process ever holds the whole video: a
-segment task holds one segment, bounded by `segment_max_megapixels` however long the video is, and the mux one
-segment at a time.
+tasks each return a small summary (frame count, timings), which the driver awaits to fail fast, and the encoded
+media, which stays in the object store until the mux task fetches it, one segment's refs at a time: no process ever
+holds the whole video (a segment task holds one segment, bounded by `segment_max_megapixels`).
 """
 
 from __future__ import annotations
@@ -31,15 +26,14 @@ import functools
 import time
 import uuid
 from collections.abc import Coroutine
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_protocol.progress import PROBING, RenderProgress
 from render_kernels.audio import AudioStats
 from render_kernels.mux import MuxStats
 from render_kernels.preview import PREVIEW, SOURCE_FRAME, plan_stills
-from render_kernels.qc.findings import QcReport, QcRequest
-from render_kernels.qc.sheet import SHEET_TILES
+from render_kernels.qc.findings import QcReport
 from serve_app.observability.catalog import WORKER_LOSSES
 from serve_app.rendering._approval_gate import ApprovalGate, pictures_wanted
 from serve_app.rendering._frame_progress import FrameProgress
@@ -51,7 +45,6 @@ from serve_app.rendering._render_tasks import (
     AudioSummary,
     AudioTask,
     MuxTask,
-    QualityCheck,
     SegmentSummary,
     SegmentTask,
 )
@@ -140,18 +133,11 @@ class RenderRun:
         progress = FrameProgress(self.hooks, pool.tally, key, job.progress_interval_s, info, plan.placement)
         await progress.rendering()
 
-        # On an idle cluster where a CPU-less task may run here (one node, or a head that takes work), the audio
-        # rides along with the first segment: it shares that segment's CPU (the OS interleaves them, as ffmpeg's
-        # threads would), so no segment waits behind it. Otherwise it takes a CPU of its own in the scheduler,
-        # first (it would otherwise run alone after the equally sized segments end together): with every CPU busy
-        # a rider gains nothing and costs Ray one more worker process.
-        ride_along = pool.scheduler.idle() and pool.local_node_takes_work()
+        ride_along = pool.audio_rides_along()  # with the first segment, or first in the scheduler
         audio_task = AudioTask(job.source_path, spec.output_format, job.qc)
         # The quality check rides in the tasks that already hold the frames: each segment measures its own, the mux
         # merges them (render_kernels.qc).
-        qc = QcRequest.evenly(info.frame_count, info.fps, SHEET_TILES, job.qc) if job.qc is not None else None
-        if qc is not None and not job.qc_fidelity:
-            qc = replace(qc, fidelity_frames=frozenset())
+        qc = job.segment_checks(info)
         audio = None if ride_along else queue.schedule(lambda: tasks.audio(audio_task))
         pictures = pictures_wanted(job, parsed_preview)
         # No stills (none wanted, or plan_stills left them to a task): the approval gate makes its pictures itself.
@@ -184,8 +170,9 @@ class RenderRun:
 
         await progress.muxing()
         segments = tuple(part.result().refs.segment for part in parts)
-        quality = QualityCheck(job.qc, job.contact_sheet_path) if job.qc and job.contact_sheet_path else None
-        mux = MuxTask(spec.output_format, job.media, job.out_path, info, segments, tally, job.poster_path, quality)
+        mux = MuxTask(
+            spec.output_format, job.media, job.out_path, info, segments, tally, job.poster_path, job.mux_check()
+        )
         stored = await timed(self.stages, "mux", mux_and_store(mux, audio.result().refs.audio, queue, tasks, progress))
         self.qc = stored.qc
         return stored.stats

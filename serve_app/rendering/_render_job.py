@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from mcp_protocol.progress import RenderProgress
@@ -14,13 +14,14 @@ from media_store.base import MediaStore
 from media_store.local import LocalMediaStore
 from render_kernels.limits import MediaLimits
 from render_kernels.media_io import Media
-from render_kernels.qc.findings import QcThresholds
+from render_kernels.qc.findings import QcRequest, QcThresholds
+from render_kernels.qc.sheet import SHEET_TILES
 from render_kernels.source_info import SourceInfo
 from render_kernels.spec import RenderSpec
 from serve_app._config import Config
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds
-from serve_app.rendering._render_tasks import PROGRESS_INTERVAL_S
+from serve_app.rendering._render_tasks import PROGRESS_INTERVAL_S, QualityCheck
 
 T = TypeVar("T")
 
@@ -56,12 +57,26 @@ class RenderJob:
     source_info: SourceInfo | None = None
     gpu: str = Config.model_fields["gpu"].default  # VIDFORGE_GPU: auto, off or require
     gpu_wait_s: float = Config.model_fields["gpu_wait_s"].default  # with auto: how long to wait for a GPU node
-    # Seconds between the progress reports of its tasks (render_tasks.progress_interval_s of the poll hint).
+    # Seconds between the progress reports of its tasks (_render_tasks.progress_interval_s of the poll hint).
     progress_interval_s: float = PROGRESS_INTERVAL_S
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:
             raise ValueError("a render with a watermark needs a preview_path")
+
+    def segment_checks(self, info: SourceInfo) -> QcRequest | None:
+        """What each segment task measures for the quality check (None without one): the contact sheet's evenly
+        spaced tiles, and the fidelity samples only with `qc_fidelity`."""
+        if self.qc is None:
+            return None
+        request = QcRequest.evenly(info.frame_count, info.fps, SHEET_TILES, self.qc)
+        return request if self.qc_fidelity else replace(request, fidelity_frames=frozenset())
+
+    def mux_check(self) -> QualityCheck | None:
+        """What the mux task makes of the findings (None without a check): the verdict and the contact sheet."""
+        if self.qc is None or self.contact_sheet_path is None:
+            return None
+        return QualityCheck(self.qc, self.contact_sheet_path)
 
 
 class RenderHooks(Protocol):

@@ -34,9 +34,16 @@ class RenderPool:
         self.tally: PoolTally = self._hosted or ActorTally()
         self._local_cpus: float | None = None
 
-    def local_node_takes_work(self) -> bool:
-        """Whether the node this process runs on offers CPUs to tasks (not a head started with --num-cpus=0),
-        so a CPU-less task, which Ray places on the submitting node, may run here. Read once."""
+    def audio_rides_along(self) -> bool:
+        """Whether a render's audio rides along with its first segment rather than taking a CPU of its own: on an
+        idle cluster where a CPU-less task may run here (one node, or a head that takes work; not a head started
+        with --num-cpus=0: Ray places a CPU-less task on the submitting node). It then shares that segment's CPU
+        (the OS interleaves them, as ffmpeg's threads would), so no segment waits behind it. Otherwise it takes a CPU
+        of its own in the scheduler, first (it would otherwise run alone after the equally sized segments end
+        together): with every CPU busy a rider gains nothing and costs Ray one more worker process. The node's CPUs
+        are read once."""
+        if not self.scheduler.idle():
+            return False
         if self._local_cpus is None:
             node_id = ray.get_runtime_context().get_node_id()
             nodes = [node for node in ray.nodes() if node["NodeID"] == node_id]

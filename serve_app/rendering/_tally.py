@@ -122,7 +122,7 @@ class HostedTally:
 
 
 class FrameTallyApi(Protocol):
-    """What a driver asks of a FrameTally actor (render_tasks.FrameTally's methods, as awaited through Ray)."""
+    """What a driver asks of a FrameTally actor (_render_tasks.FrameTally's methods, as awaited through Ray)."""
 
     async def open(self, run: str, task_count: int) -> None: ...
     async def counts(self, run: str) -> list[int] | None: ...

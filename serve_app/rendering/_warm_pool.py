@@ -84,7 +84,7 @@ class _Round:
 
 class WarmPool:
     """The holding rounds of one supervisor. `host`: the supervisor's actor handle, which serves `warm_arrived`
-    (render_tasks.TaskHost). `every_node` false (an autoscaling cluster): the supervisor's node only, so that a round
+    (_render_tasks.TaskHost). `every_node` false (an autoscaling cluster): the supervisor's node only, so that a round
     never makes a worker node the autoscaler would remove look busy; such a node's first render starts its workers."""
 
     def __init__(self, host: Any, every_node: bool = True) -> None:

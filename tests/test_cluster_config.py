@@ -27,8 +27,8 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.serve.schema import ServeDeploySchema
 
 from serve_app._config import Config
-from serve_app.launch._deployment import APP_NAME, AppArgs, app
 from serve_app.launch._ray_env import RAY_ENV_DEFAULTS, apply_ray_env_defaults
+from serve_app.launch.deployment import APP_NAME, AppArgs, app
 from tests.harness import REPO
 
 # The variables vidforge reads: each Config field's (pydantic-settings: VIDFORGE_<FIELD>, or its alias).
@@ -114,7 +114,7 @@ def test_serve_config_is_what_serve_deploy_accepts():
     assert getattr(importlib.import_module(module), attribute) is app
     args = AppArgs.model_validate(application.args)
     assert (args.host, args.port) == ("0.0.0.0", 8000)
-    # The ingress replicas (on the head: serve_app.launch._deployment) answer HTTP themselves; Serve's proxy stays off.
+    # The ingress replicas (on the head: serve_app.launch.deployment) answer HTTP themselves; Serve's proxy stays off.
     assert config.proxy_location.value == "Disabled"
     env = application.runtime_env["env_vars"]
     assert set(env) <= SETTINGS and env["VIDFORGE_STORAGE_URL"].startswith("s3://")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,16 @@ def test_a_private_module_is_imported_only_inside_its_package(tree_copy):
         assert outside_private_imports(tree_copy) == ["vidforge_client.commands -> mcp_protocol._tasks"]
     finally:
         path.write_text(original)
+
+
+def test_what_operators_name_is_public():
+    """The Serve application's import path in the deployment files and the console script's module: an operator's
+    config names them, so they are public modules (no `_`-marked part)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    named = [target.split(":")[0] for target in pyproject["project"]["scripts"].values()]
+    for config in ("deploy/serve.yaml", "deploy/rayservice.yaml"):
+        named += re.findall(r"import_path:\s*([\w.]+):", (ROOT / config).read_text())
+    assert len(named) == 3, named
+    for module in named:
+        assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), module
+        assert not any(part.startswith("_") for part in module.split(".")), module

@@ -59,7 +59,7 @@ def test_the_replicas_refusal_is_found_in_the_deployments_status_message():
             check_port("127.0.0.1", port)
     message = (
         "Traceback (most recent call last):\n"
-        '  File "/srv/serve_app/launch/_deployment.py", line 58, in __init__\n'
+        '  File "/srv/serve_app/launch/deployment.py", line 58, in __init__\n'
         "    raise PortUnavailable(config.host, config.port, err) from None\n"
         f"serve_app.launch._port_check.PortUnavailable: {raised.value}"
     )

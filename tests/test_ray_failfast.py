@@ -19,9 +19,9 @@ import ray
 from ray import serve
 
 from serve_app._config import Config
-from serve_app.launch._deployment import deploy
 from serve_app.launch._port_check import PortUnavailable
 from serve_app.launch._startup import check_settings, start_backend
+from serve_app.launch.deployment import deploy
 from tests.cluster import LocalCluster
 from tests.harness import ServerProcess, Wire, session_processes, wait_until
 

@@ -1,7 +1,7 @@
 """A port `vidforge serve` cannot listen on, said in one line that names it and the way to pick another.
 
 Checked twice: before Ray starts (`check_port`: a second, not a minute, and no traceback), and where the ingress
-replicas bind (serve_app.launch._deployment): another program may take the port in between, and on a cluster that
+replicas bind (serve_app.launch.deployment): another program may take the port in between, and on a cluster that
 `vidforge serve` joined the replicas bind on the head, which this check cannot see.
 """
 

@@ -1,5 +1,5 @@
 """Starting vidforge on a Ray cluster, one way for both entry points: `vidforge serve` (serve_app.launch.cli) and the
-Serve application builder that `serve deploy` and a KubeRay RayService call (serve_app.launch._deployment:app).
+Serve application builder that `serve deploy` and a KubeRay RayService call (serve_app.launch.deployment:app).
 
 First the settings that must not start are refused (`check_settings`), then, on the connected cluster, a bucket
 must answer a Ray worker (`check_media_from_worker`: what the ingress replicas and the render tasks will see, not

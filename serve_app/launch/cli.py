@@ -45,11 +45,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     import ray
 
-    from serve_app.launch._deployment import deploy
     from serve_app.launch._job_env import job_runtime_env
     from serve_app.launch._metrics_endpoint import METRICS_ERRORS, start_metrics_endpoint
     from serve_app.launch._ray_env import apply_ray_env_defaults
     from serve_app.launch._ray_watch import RayWatch
+    from serve_app.launch.deployment import deploy
 
     apply_ray_env_defaults()  # before ray.init: an embedded cluster's processes inherit this environment
     ray.init(

@@ -106,7 +106,7 @@ class AppArgs(BaseModel):
 
 
 def app(args: Mapping[str, object]) -> Application:
-    """The application builder of a Serve config (`import_path: serve_app.launch._deployment:app`): in Serve's build
+    """The application builder of a Serve config (`import_path: serve_app.launch.deployment:app`): in Serve's build
     task, what `vidforge serve` does on the cluster it joins. A setting that must not start fails the deploy
     with the reason."""
     settings = AppArgs.model_validate(dict(args))

@@ -112,6 +112,8 @@ def test_serve_config_is_what_serve_deploy_accepts():
     assert application.name == APP_NAME and application.route_prefix is None
     module, attribute = application.import_path.split(":")
     assert getattr(importlib.import_module(module), attribute) is app
+    # What an operator's config names stays public (no `_`-marked module: those may move without notice).
+    assert not any(part.startswith("_") for part in module.split(".")), module
     args = AppArgs.model_validate(application.args)
     assert (args.host, args.port) == ("0.0.0.0", 8000)
     # The ingress replicas (on the head: serve_app.launch.deployment) answer HTTP themselves; Serve's proxy stays off.

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,17 @@ def test_the_tree_keeps_every_contract():
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 kept, 0 broken" in result.stdout
+
+
+@contextmanager
+def planted_in(path: Path, line: str) -> Iterator[None]:
+    """`line` appended to the module at `path` (in the tree's copy) while the block runs."""
+    original = path.read_text()
+    path.write_text(original + f"\n{line}  # planted by the test\n")
+    try:
+        yield
+    finally:
+        path.write_text(original)
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +75,8 @@ def tree_copy(tmp_path_factory) -> Path:
     ],
 )
 def test_a_planted_loop_or_back_arrow_breaks_the_check(tree_copy, module, planted, broken):
-    path = tree_copy / module
-    original = path.read_text()
-    path.write_text(original + f"\n{planted}  # planted by the test\n")
-    try:
+    with planted_in(tree_copy / module, planted):
         result = lint_imports(tree_copy)
-    finally:
-        path.write_text(original)
     assert result.returncode != 0, result.stdout
     assert f"{broken}" in result.stdout and "BROKEN" in result.stdout, result.stdout
 
@@ -102,13 +110,8 @@ def outside_private_imports(tree: Path) -> list[str]:
 def test_a_private_module_is_imported_only_inside_its_package(tree_copy):
     assert outside_private_imports(ROOT) == []
     # and the check bites: the client reaching into the wire's private tasks module
-    path = tree_copy / "vidforge_client/commands.py"
-    original = path.read_text()
-    path.write_text(original + "\nfrom mcp_protocol._tasks import TaskRecord  # planted by the test\n")
-    try:
+    with planted_in(tree_copy / "vidforge_client/commands.py", "from mcp_protocol._tasks import TaskRecord"):
         assert outside_private_imports(tree_copy) == ["vidforge_client.commands -> mcp_protocol._tasks"]
-    finally:
-        path.write_text(original)
 
 
 def test_the_console_scripts_module_is_public():

@@ -15,15 +15,17 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeAlias, TypeVar
 
-from mcp.shared.exceptions import MCPError
-
+from mcp_protocol._jsonrpc_error import jsonrpc_error
 from mcp_protocol.catalog import IMPORT_TOOL, RENDER_TOOL, STATUS_TOOL
 from mcp_protocol.envelope import UNSET, VidforgeError, repair
 from mcp_protocol.error_codes import INVALID_PARAMS, ErrorCode
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import duration_adjective, duration_text, iso_ms
+
+if TYPE_CHECKING:
+    from mcp.shared.exceptions import MCPError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -126,7 +128,7 @@ class BareEntry:
     jsonrpc_code: int = INVALID_PARAMS
 
     def __call__(self) -> MCPError:
-        return MCPError(code=self.jsonrpc_code, message=self.message)
+        return jsonrpc_error(self.jsonrpc_code, self.message)
 
 
 def build(entry: Entry[...], inputs: Any) -> VidforgeError:

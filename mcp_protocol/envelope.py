@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import TYPE_CHECKING
 
-from mcp.shared.exceptions import MCPError
-
+from mcp_protocol._jsonrpc_error import jsonrpc_error
 from mcp_protocol.error_codes import INVALID_PARAMS, ErrorCode, new_request_id
 from mcp_protocol.identity import fingerprint
 from mcp_protocol.json_types import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from mcp.shared.exceptions import MCPError
 
 UNSET: JSONValue = object()  # type: ignore[assignment]  # a sentinel: `details.value` is left out
 
@@ -114,6 +117,4 @@ def jsonrpc_error_data(error: VidforgeError) -> JSONObject:
 
 def as_mcp_error(error: VidforgeError) -> MCPError:
     """Raise-able JSON-RPC form; the SDK maps `MCPError` onto the wire (and -32602 onto HTTP 400)."""
-    return MCPError(
-        code=error.jsonrpc_code, message=error.jsonrpc_message or error.message, data=jsonrpc_error_data(error)
-    )
+    return jsonrpc_error(error.jsonrpc_code, error.jsonrpc_message or error.message, jsonrpc_error_data(error))

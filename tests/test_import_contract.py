@@ -120,3 +120,23 @@ def test_the_console_scripts_module_is_public():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert [target.split(":")[0] for target in scripts.values()] == ["serve_app.launch.cli"]
     assert (ROOT / "serve_app/launch/cli.py").is_file()
+
+
+# The modules a server's long-lived actors and render workers load (Ray imports an actor's or a task's module in
+# its worker process). None answers JSON-RPC, so none should pay for the MCP SDK, which loads whole: about 0.7 CPU-s
+# and 25 MiB in every one of those processes, at every start.
+ACTOR_MODULES = (
+    "actors.task_registry",
+    "serve_app.rendering.supervisor",
+    "serve_app.rendering._render_tasks",
+    "serve_app.webhooks.host",
+    "serve_app.ingress.leases",
+    "serve_app.observability.exporter",
+)
+
+
+def test_the_actors_load_without_the_mcp_sdk():
+    script = f"import sys; import {', '.join(ACTOR_MODULES)}; print(sorted(m for m in sys.modules if m == 'mcp'))"
+    loaded = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"

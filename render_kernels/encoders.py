@@ -7,6 +7,7 @@ Determinism: a retried segment must produce identical bytes, so every encoder ge
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from fractions import Fraction
 
 import av
@@ -43,10 +44,16 @@ def segment_threads(cpus: int, segments: int) -> int:
 
 
 def open_video_encoder(
-    codec: str, width: int, height: int, rate: Fraction, threads: int = ENCODER_THREADS
+    codec: str,
+    width: int,
+    height: int,
+    rate: Fraction,
+    threads: int = ENCODER_THREADS,
+    extra_options: Mapping[str, str] | None = None,
 ) -> av.VideoCodecContext:
     """A fresh, opened yuv420p encoder whose packet timestamps count frames (time base 1/rate), encoding with
-    `threads` threads (x264 frames of 4k and more: LARGE_FRAME_THREADS).
+    `threads` threads (x264 frames of 4k and more: LARGE_FRAME_THREADS). `extra_options` add to (and override) the
+    codec's ENCODER_OPTIONS; x264's `x264-params` lists are joined.
 
     Global headers: parameter sets go to `extradata` (for the mp4/mov avcC box) instead of in-band only.
     """
@@ -64,8 +71,10 @@ def open_video_encoder(
     encoder.thread_type = "FRAME"
     encoder.flags |= av.codec.context.Flags.global_header
     options = dict(ENCODER_OPTIONS[codec])
-    if large_x264:
-        options.update(LARGE_FRAME_X264_OPTIONS)
+    for more in (LARGE_FRAME_X264_OPTIONS if large_x264 else {}, extra_options or {}):
+        for name, value in more.items():
+            joined = name == "x264-params" and name in options
+            options[name] = f"{options[name]}:{value}" if joined else value
     encoder.options = options
     encoder.open()
     return encoder

@@ -75,7 +75,7 @@ def mux_segments(
         with av.open(
             tmp_path, "w", format=output_format, container_options=CONTAINER_OPTIONS[output_format]
         ) as container:
-            video = _stream_like(container, first.codec, first.extradata, av.VideoStream)
+            video = stream_like(container, first.codec, first.extradata, av.VideoStream)
             video.codec_context.width, video.codec_context.height = first.width, first.height
             video.codec_context.pix_fmt = "yuv420p"
             video.codec_context.framerate = frame_rate(fps)
@@ -84,13 +84,13 @@ def mux_segments(
             del first  # from here only the list in `in_order` holds it, until the mux takes it out
             tracks: list[Iterator[av.Packet[av.stream.Stream]]] = [track.packets(in_order, video)]
             if audio is not None:
-                sound = _stream_like(container, audio.codec, audio.extradata, av.AudioStream)
+                sound = stream_like(container, audio.codec, audio.extradata, av.AudioStream)
                 sound.codec_context.sample_rate = audio.sample_rate
                 sound.codec_context.layout = audio.layout
                 sound.codec_context.time_base = Fraction(*audio.time_base)
-                tracks.append(_audio_packets(audio, sound))
+                tracks.append(audio_packets(audio, sound))
             written = 0  # video packets: one a frame
-            for packet in heapq.merge(*tracks, key=_decode_time):
+            for packet in heapq.merge(*tracks, key=decode_time):
                 container.mux(packet)
                 if on_frame is not None and packet.stream is video:
                     written += 1
@@ -122,7 +122,7 @@ def _encoding(segment: EncodedSegment) -> _SegmentEncoding:
     return segment.codec, segment.width, segment.height, segment.time_base, segment.extradata
 
 
-def _stream_like(
+def stream_like(
     container: av.container.OutputContainer, codec: str, extradata: bytes | None, kind: type[_Track]
 ) -> _Track:
     """An output stream of `kind` for already-encoded `codec` packets, carrying the encoder's extradata.
@@ -165,19 +165,19 @@ class _VideoTrack:
                 raise ValueError(f"segment {segment.index} came where segment {self.next_index} belongs")
             tb = Fraction(*segment.time_base)
             for data, pts, dts, key in zip(segment.packets, segment.pts, segment.dts, segment.keyframes):
-                yield _packet(data, pts + self.frames, dts + self.frames, tb, stream, key)
+                yield timed_packet(data, pts + self.frames, dts + self.frames, tb, stream, key)
             self.frames += segment.frame_count
             self.next_index += 1
             del segment  # before the next one is fetched: one segment in memory at a time
 
 
-def _audio_packets(audio: EncodedAudio, stream: av.AudioStream) -> Iterator[av.Packet[av.stream.Stream]]:
+def audio_packets(audio: EncodedAudio, stream: av.AudioStream) -> Iterator[av.Packet[av.stream.Stream]]:
     tb = Fraction(*audio.time_base)
     for data, pts, dts in zip(audio.packets, audio.pts, audio.dts):
-        yield _packet(data, pts, dts, tb, stream, True)
+        yield timed_packet(data, pts, dts, tb, stream, True)
 
 
-def _packet(
+def timed_packet(
     data: bytes, pts: int, dts: int, time_base: Fraction, stream: av.VideoStream | av.AudioStream, keyframe: bool
 ) -> av.Packet[av.stream.Stream]:
     packet = av.Packet(data)
@@ -187,7 +187,7 @@ def _packet(
     return packet
 
 
-def _decode_time(packet: av.Packet[av.stream.Stream]) -> Fraction:
+def decode_time(packet: av.Packet[av.stream.Stream]) -> Fraction:
     """When `packet` is decoded, in seconds: the order a muxer interleaves the tracks in."""
     assert packet.dts is not None  # set by _packet on every packet here
     return packet.dts * packet.time_base

@@ -62,7 +62,11 @@ def lead_in_frames(keyframes: list[tuple[int, float]], start: int) -> int:
 
 
 def plan_segments(
-    info: SourceInfo, workers: int, min_segment_s: float = MIN_SEGMENT_S, max_frames: int | None = None
+    info: SourceInfo,
+    workers: int,
+    min_segment_s: float = MIN_SEGMENT_S,
+    max_frames: int | None = None,
+    cut_multiple: int = 1,
 ) -> list[Segment]:
     """Cut the source into about `workers` segments of equal work; more when one segment would hold more than
     `max_frames` frames.
@@ -78,6 +82,9 @@ def plan_segments(
     makes a segment longer than `max_frames`, unless `min_segment_s` needs it. Segments cover every frame
     exactly once, in order. A cut moves to a source keyframe near it when that makes no segment's work more than
     KEYFRAME_CUT_SHARE above the balanced plan's largest.
+
+    `cut_multiple` > 1 puts every cut on a multiple of that many frames (a streaming ladder's keyframe interval:
+    ladder.LadderSpec), the nearest to where it would have been, instead of moving it to a source keyframe.
     """
     keyframes = info.keyframes()
     min_frames = max(1, math.ceil(min_segment_s * info.fps))
@@ -94,8 +101,12 @@ def plan_segments(
         )
         if not (short or costly):
             break
-    # Moved once the count is chosen: a cut at a keyframe only saves a lead-in, so it never changes the count.
-    starts = _cuts_at_keyframes(starts, keyframes, info.frame_count, cap, min_frames)
+    if cut_multiple > 1:
+        snapped = {round(start / cut_multiple) * cut_multiple for start in starts}
+        starts = sorted(start for start in snapped if start < info.frame_count)
+    else:
+        # Moved once the count is chosen: a cut at a keyframe only saves a lead-in, so it never changes the count.
+        starts = _cuts_at_keyframes(starts, keyframes, info.frame_count, cap, min_frames)
     segments = []
     for i, (start, end) in enumerate(zip(starts, [*starts[1:], info.frame_count])):
         keyframe_frame, keyframe_s = keyframe_at_or_before(keyframes, start)

@@ -15,6 +15,7 @@ from .compose import FramePipeline
 from .decoders import open_video_decoder
 from .encoders import ENCODER_THREADS, choose_video_encoder, open_video_encoder
 from .errors import UnsupportedMedia
+from .ladder import LadderSpec, RungEncoder
 from .media_io import Media
 from .plan import Segment
 from .preview import Still, png_of
@@ -55,6 +56,37 @@ class EncodedSegment:
     extradata: bytes | None
     stats: SegmentStats = field(default_factory=SegmentStats)
     qc: SegmentQc | None = None  # what quality control found, when encode_segment was asked for it
+    # The ladder's rungs of the same frames (ladder.LadderSpec's order), when encode_segment was asked for them:
+    # each as a segment of its own (no rungs, stats or qc of its own).
+    rungs: list[EncodedSegment] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, index: int, encoder: av.VideoCodecContext) -> EncodedSegment:
+        """A segment with no packets yet, for what `encoder` (opened) will encode."""
+        tb = encoder.time_base
+        assert tb is not None and encoder.name is not None  # an opened encoder's
+        return cls(
+            index,
+            [],
+            [],
+            [],
+            [],
+            (tb.numerator, tb.denominator),
+            encoder.width,
+            encoder.height,
+            encoder.name,
+            0,
+            encoder.extradata,
+        )
+
+    def take(self, packets: Iterable[av.Packet[av.VideoStream]]) -> None:
+        """Keep `packets` (an encoder's, in its order) as bytes and timestamps."""
+        for packet in packets:
+            assert packet.pts is not None and packet.dts is not None  # an encoder's packets are timed
+            self.packets.append(bytes(packet))
+            self.pts.append(packet.pts)
+            self.dts.append(packet.dts)
+            self.keyframes.append(packet.is_keyframe)
 
 
 def encode_segment(
@@ -66,6 +98,7 @@ def encode_segment(
     stills: Sequence[Still] = (),
     on_still: Callable[[str, bytes], None] | None = None,
     qc: QcRequest | None = None,
+    ladder: LadderSpec | None = None,
 ) -> EncodedSegment:
     """Encode the segment's frames with a fresh encoder (so its first frame is a keyframe).
 
@@ -84,35 +117,22 @@ def encode_segment(
 
     `qc` asks for quality control of the segment (qc.segment_checks: black and frozen runs, fidelity samples,
     tiles), measured on the frames the loop holds; it leaves the packets as they are. None: none, at no cost.
+
+    `ladder` asks for its rungs besides (`EncodedSegment.rungs`), each scaled from the same pictures, with a
+    keyframe every `ladder.keyframe_interval` frames from the segment's first: the segment must start on a multiple
+    of that interval for the rungs' keyframes to fall where every other segment's do (plan_segments'
+    `cut_multiple`).
     """
     started = time.perf_counter()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
     width, height = spec.output_size(info)
     encoder = open_video_encoder(codec, width, height, frame_rate(info.fps), spec.segment_threads or ENCODER_THREADS)
     tb = encoder.time_base
-    out = EncodedSegment(
-        index=segment.index,
-        packets=[],
-        pts=[],
-        dts=[],
-        keyframes=[],
-        time_base=(tb.numerator, tb.denominator),
-        width=width,
-        height=height,
-        codec=codec,
-        frame_count=0,
-        extradata=encoder.extradata,
-    )
+    out = EncodedSegment.empty(segment.index, encoder)
+    rungs = _rung_encoders(ladder, info, spec.segment_threads or ENCODER_THREADS)
+    out.rungs = [EncodedSegment.empty(segment.index, rung.encoder) for rung in rungs]
     encode_s = 0.0
     checks: SegmentChecks | None = None
-
-    def collect(packets: Iterable[av.Packet[av.VideoStream]]) -> None:
-        for packet in packets:
-            assert packet.pts is not None and packet.dts is not None  # an encoder's packets are timed
-            out.packets.append(bytes(packet))
-            out.pts.append(packet.pts)
-            out.dts.append(packet.dts)
-            out.keyframes.append(packet.is_keyframe)
 
     with open_video(source_path, spec.segment_threads or DECODER_THREADS) as (container, stream):
         colorspace = stream.codec_context.colorspace
@@ -149,7 +169,9 @@ def encode_segment(
             out.frame_count += 1
             t = time.perf_counter()
             packets = encoder.encode(picture)
-            collect(packets)
+            out.take(packets)
+            for rung, encoded in zip(rungs, out.rungs, strict=True):
+                encoded.take(rung.encode(picture))
             encode_s += time.perf_counter() - t
             if checks is not None:
                 checks.packets(packets)
@@ -162,7 +184,10 @@ def encode_segment(
         )
     t = time.perf_counter()
     packets = encoder.encode(None)
-    collect(packets)
+    out.take(packets)
+    for rung, encoded in zip(rungs, out.rungs, strict=True):
+        encoded.take(rung.encode(None))
+        encoded.frame_count = out.frame_count
     encode_s += time.perf_counter() - t
     if checks is not None:
         checks.packets(packets)
@@ -171,6 +196,17 @@ def encode_segment(
     wall_s = time.perf_counter() - started
     out.stats = SegmentStats(wall_s - encode_s, encode_s, wall_s, out.frame_count / wall_s if wall_s else 0.0)
     return out
+
+
+def _rung_encoders(ladder: LadderSpec | None, info: SourceInfo, threads: int) -> list[RungEncoder]:
+    if ladder is None:
+        return []
+    rate = frame_rate(info.fps)
+    interval = ladder.keyframe_interval(float(rate))
+    return [
+        RungEncoder(rung, width, height, rate, interval, threads)
+        for rung, (width, height) in zip(ladder.rungs, ladder.sizes(info), strict=True)
+    ]
 
 
 def _with_unmarked_stills(

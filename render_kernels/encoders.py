@@ -50,10 +50,12 @@ def open_video_encoder(
     rate: Fraction,
     threads: int = ENCODER_THREADS,
     extra_options: Mapping[str, str] | None = None,
+    sample_aspect: Fraction | None = None,
 ) -> av.VideoCodecContext:
     """A fresh, opened yuv420p encoder whose packet timestamps count frames (time base 1/rate), encoding with
     `threads` threads (x264 frames of 4k and more: LARGE_FRAME_THREADS). `extra_options` add to (and override) the
-    codec's ENCODER_OPTIONS; x264's `x264-params` lists are joined.
+    codec's ENCODER_OPTIONS; x264's `x264-params` lists are joined. `sample_aspect`: the pixels' aspect ratio the
+    stream declares (None: square).
 
     Global headers: parameter sets go to `extradata` (for the mp4/mov avcC box) instead of in-band only.
     """
@@ -61,6 +63,8 @@ def open_video_encoder(
     assert isinstance(encoder, av.VideoCodecContext)  # a video codec's context
     encoder.width, encoder.height = width, height
     encoder.pix_fmt = "yuv420p"
+    if sample_aspect is not None:
+        encoder.sample_aspect_ratio = sample_aspect
     encoder.time_base = 1 / rate
     encoder.framerate = rate
     encoder.bit_rate = 0  # constant quality (crf/cq), not libavcodec's default 200 kb/s target

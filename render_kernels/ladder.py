@@ -72,6 +72,14 @@ class LadderSpec:
         return [RUNGS[rung].fit(*shown) for rung in self.rungs]
 
 
+def sample_aspects(sizes: list[tuple[int, int]]) -> list[Fraction]:
+    """Each rung's pixel aspect ratio (of `sizes`, the top first): the one that shows it at the top rung's picture
+    aspect. Even sides leave a rung a little off its picture's shape (854x480 of a 16:9 one), and a DASH adaptation
+    set, whose rungs a player switches between, has one picture aspect."""
+    top_width, top_height = sizes[0]
+    return [Fraction(top_width * height, top_height * width) for width, height in sizes]
+
+
 def rung_options(rung: str, keyframe_interval: int) -> dict[str, str]:
     """x264's settings for one rung: closed GOPs of exactly `keyframe_interval` frames, its peak rate capped."""
     max_kbps = RUNG_MAX_KBPS[rung]
@@ -85,12 +93,19 @@ def rung_options(rung: str, keyframe_interval: int) -> dict[str, str]:
 class RungEncoder:
     """One rung inside a segment's loop: scales each composed picture to the rung's size and encodes it."""
 
-    def __init__(self, rung: str, width: int, height: int, rate: Fraction, keyframe_interval: int, threads: int):
+    def __init__(
+        self,
+        rung: str,
+        size: tuple[int, int],
+        sample_aspect: Fraction,
+        rate: Fraction,
+        keyframe_interval: int,
+        threads: int,
+    ):
         self.rung = rung
-        self.width, self.height = width, height
-        self.encoder = open_video_encoder(
-            LADDER_ENCODER, width, height, rate, threads, rung_options(rung, keyframe_interval)
-        )
+        self.width, self.height = size
+        options = rung_options(rung, keyframe_interval)
+        self.encoder = open_video_encoder(LADDER_ENCODER, *size, rate, threads, options, sample_aspect)
         self._scaler = VideoReformatter()
 
     def encode(self, picture: av.VideoFrame | None) -> Iterable[av.Packet[av.VideoStream]]:

@@ -22,7 +22,7 @@ import av
 import m3u8
 
 from .audio import EncodedAudio
-from .ladder import LadderSpec
+from .ladder import LadderSpec, sample_aspects
 from .mux import audio_packets, decode_time, stream_like, timed_packet
 from .source_info import frame_rate
 from .video import EncodedSegment
@@ -92,13 +92,15 @@ def package_stream(
         "use_timeline": "0",
         "init_seg_name": "init-$RepresentationID$.mp4",
         "media_seg_name": "seg-$RepresentationID$-$Number%05d$.m4s",
-        "adaptation_sets": "id=0,streams=v id=1,streams=a" if audio is not None else "id=0,streams=v",
+        "adaptation_sets": _adaptation_sets([(rung.width, rung.height) for rung in first.rungs], audio is not None),
     }
     with av.open(os.path.join(out_dir, DASH_MANIFEST), "w", format="dash", options=options) as container:
         videos = []
-        for rung in first.rungs:
+        aspects = sample_aspects([(rung.width, rung.height) for rung in first.rungs])
+        for rung, aspect in zip(first.rungs, aspects, strict=True):
             stream = stream_like(container, rung.codec, rung.extradata, av.VideoStream)
             stream.codec_context.width, stream.codec_context.height = rung.width, rung.height
+            stream.codec_context.sample_aspect_ratio = aspect
             stream.codec_context.pix_fmt = "yuv420p"
             stream.codec_context.framerate = rate
             stream.codec_context.time_base = Fraction(*rung.time_base)
@@ -113,6 +115,18 @@ def package_stream(
         for packet in heapq.merge(*tracks, key=decode_time):
             container.mux(packet)
     return _write_playlists(out_dir, ladder, rate, has_audio=audio is not None)
+
+
+def _adaptation_sets(sizes: list[tuple[int, int]], has_audio: bool) -> str:
+    """The dash muxer's `adaptation_sets`: the rungs of one exact shape together (a player switches between the
+    rungs of one set), then the audio. The muxer takes every stream's pixels as square here (PyAV cannot give it a
+    stream's sample aspect ratio), so a rung whose even sides are a little off the others' shape (854x480 beside
+    1280x720) is a set of its own; HLS players switch between every rung."""
+    shapes: dict[Fraction, list[str]] = {}
+    for index, (width, height) in enumerate(sizes):
+        shapes.setdefault(Fraction(width, height), []).append(str(index))
+    sets = [",".join(streams) for streams in shapes.values()] + ([str(len(sizes))] if has_audio else [])
+    return " ".join(f"id={number},streams={streams}" for number, streams in enumerate(sets))
 
 
 def _rung_packets(

@@ -15,7 +15,7 @@ from .compose import FramePipeline
 from .decoders import open_video_decoder
 from .encoders import ENCODER_THREADS, choose_video_encoder, open_video_encoder
 from .errors import UnsupportedMedia
-from .ladder import LadderSpec, RungEncoder
+from .ladder import LadderSpec, RungEncoder, sample_aspects
 from .media_io import Media
 from .plan import Segment
 from .preview import Still, png_of
@@ -203,9 +203,10 @@ def _rung_encoders(ladder: LadderSpec | None, info: SourceInfo, threads: int) ->
         return []
     rate = frame_rate(info.fps)
     interval = ladder.keyframe_interval(float(rate))
+    sizes = ladder.sizes(info)
     return [
-        RungEncoder(rung, width, height, rate, interval, threads)
-        for rung, (width, height) in zip(ladder.rungs, ladder.sizes(info), strict=True)
+        RungEncoder(rung, size, aspect, rate, interval, threads)
+        for rung, size, aspect in zip(ladder.rungs, sizes, sample_aspects(sizes), strict=True)
     ]
 
 

@@ -194,3 +194,34 @@ def test_packaging_refuses_a_chunk_between_keyframes_and_audio_that_is_not_aac(s
     with pytest.raises(ValueError, match="AAC"):
         package_stream(iter([one]), opus, LADDER, info.fps, str(tmp_path / "opus"))
     assert Fraction(info.fps).limit_denominator() == FPS
+
+
+def test_a_rung_a_little_off_the_pictures_shape_shows_at_it_and_is_packaged(stream, tmp_path):
+    """854x480 of a 16:9 picture: its pixels declare the shape back (1280:1281), and the DASH manifest gives it
+    a set of its own, since the muxer takes every stream's pixels as square (HLS players switch to it as to any)."""
+    source, info, chunks, _ = stream
+    ladder = LadderSpec(("720p", "480p"), segment_s=SEGMENT_S)
+    one = replace(chunks[0], frame_count=2 * FPS)
+    encoded = encode_segment(source, one, RenderSpec("mp4", "720p"), info, ladder=ladder)
+    package = package_stream(iter([encoded]), None, ladder, info.fps, str(tmp_path / "out"))
+    out = Path(package.directory)
+    first = m3u8.load(str(out / "480p.m3u8")).segments[0]
+    (tmp_path / "480p.mp4").write_bytes((out / first.init_section.uri).read_bytes() + (out / first.uri).read_bytes())
+    shown = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "stream=width,height,sample_aspect_ratio,display_aspect_ratio"]
+        + ["-of", "compact=p=0:nk=1", str(tmp_path / "480p.mp4")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.stdout.strip() == "854|480|1280:1281|16:9", shown.stderr  # 854 x 1280/1281 : 480 is 16:9 exactly
+    root = ET.parse(Path(package.directory) / DASH_MANIFEST).getroot()
+    sets = [
+        [r.attrib["width"] for r in a.iterfind("mpd:Representation", MPD_NS)]
+        for a in root.iterfind(".//mpd:AdaptationSet", MPD_NS)
+    ]
+    assert sets == [["1280"], ["854"]]
+    assert [variant.uri for variant in m3u8.load(str(Path(package.directory) / MASTER_PLAYLIST)).playlists] == [
+        "720p.m3u8",
+        "480p.m3u8",
+    ]

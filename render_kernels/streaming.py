@@ -51,15 +51,12 @@ class Rendition:
 
 @dataclass(frozen=True)
 class StreamPackage:
-    """A packaged stream: its directory, the files in it (relative paths) and its renditions, rungs first."""
+    """A packaged stream: where its files are (a directory, or a store's key prefix once stored), the files (paths
+    relative to it, the master playlist last) and its renditions, rungs first."""
 
     directory: str
     files: tuple[str, ...]
     renditions: tuple[Rendition, ...]
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(os.path.getsize(os.path.join(self.directory, name)) for name in self.files)
 
 
 def package_stream(
@@ -170,7 +167,7 @@ class _Representation:
 def _write_playlists(out_dir: str, ladder: LadderSpec, rate: Fraction, has_audio: bool) -> StreamPackage:
     """The HLS media and master playlists over the DASH muxer's segments, measured from the files."""
     representations = _representations(os.path.join(out_dir, DASH_MANIFEST))
-    files = [DASH_MANIFEST, MASTER_PLAYLIST]
+    files = [DASH_MANIFEST]
     measured: list[tuple[_Representation, str, list[tuple[str, float, int]]]] = []
     for index, representation in enumerate(representations):
         name = ladder.rungs[index] if index < len(ladder.rungs) else AUDIO_GROUP
@@ -210,7 +207,7 @@ def _write_playlists(out_dir: str, ladder: LadderSpec, rate: Fraction, has_audio
             info["audio"] = AUDIO_GROUP
         master.add_playlist(m3u8.Playlist(rung.playlist, stream_info=info, media=master.media, base_uri=None))
     master.dump(os.path.join(out_dir, MASTER_PLAYLIST))
-    return StreamPackage(out_dir, tuple(files), tuple(renditions))
+    return StreamPackage(out_dir, (*files, MASTER_PLAYLIST), tuple(renditions))
 
 
 def _representations(manifest: str) -> list[_Representation]:

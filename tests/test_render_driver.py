@@ -13,6 +13,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 import ray
@@ -21,6 +22,7 @@ from media import decode_all, make_clip, make_watermark_png, psnr_y
 from mcp_protocol.domain import RenderRequest, TaskRecord
 from mcp_protocol.progress import RenderProgress
 from render_kernels.errors import UnsupportedMedia
+from render_kernels.ladder import LadderSpec
 from render_kernels.limits import MediaLimits, OverLimit
 from render_kernels.media_io import Damaged
 from render_kernels.plan import MIN_SEGMENT_S, plan_segments
@@ -291,6 +293,54 @@ def test_the_quality_check_comes_back_with_the_render(cluster, media, tmp_path, 
     else:
         assert run.qc.fidelity is None
     assert sheet.read_bytes()[:2] == b"\xff\xd8"  # a JPEG
+
+
+@pytest.mark.parametrize("output_format", ["mp4", "webm"])
+def test_a_ladder_is_cut_on_its_keyframes_and_stored_beside_the_file(cluster, media, tmp_path, output_format):
+    """A job with a streaming ladder: its segments start on the ladder's keyframe grid, each encodes the rungs beside
+    the file's picture, and the mux stores the stream under the job's prefix, its audio AAC whatever the file's."""
+    ladder = LadderSpec(("720p", "360p"), segment_s=1.0)
+    out = tmp_path / f"final.{output_format}"
+    job = replace(
+        short_clip_job(media[0], RenderSpec(output_format, "720p"), str(out), workers=3),
+        ladder=ladder,
+        stream_prefix=str(tmp_path / "stream"),
+    )
+    run = RenderRun(job, Hooks())
+    stats = asyncio.run(asyncio.wait_for(run.run(), DEADLINE_S * 3))
+    assert stats.frame_count == decode_all(str(out), keep="none").frame_count == SECONDS * FPS  # the file, as ever
+    starts = np.cumsum([0] + [s.frame_count for s in run.segment_stats])[:-1]
+    assert len(starts) == 3 and all(start % FPS == 0 for start in starts), starts  # a keyframe a second
+    assert run.stream is not None and run.stream.directory == job.stream_prefix
+    assert sorted(p.name for p in (tmp_path / "stream").iterdir()) == sorted(run.stream.files)
+    for rendition in run.stream.renditions:
+        with av.open(str(tmp_path / "stream" / rendition.playlist)) as played:
+            if rendition.name == "audio":
+                assert played.streams.audio[0].codec_context.name == "aac"
+                continue
+            assert len(list(played.decode(video=0))) == SECONDS * FPS
+    assert [r.name for r in run.stream.renditions] == [*ladder.rungs, "audio"]
+
+
+def test_a_render_that_fails_after_its_stream_was_stored_leaves_neither(cluster, media, tmp_path, monkeypatch):
+    """The stream is stored before the file; a run that fails after that (here its mux, once both are stored)
+    removes both, as it removes the file."""
+
+    def fails_once_stored(task: render_tasks.MuxTask, audio):
+        render_tasks.mux_stored_segments(task, audio)
+        raise RuntimeError("the mux failed after storing")
+
+    failing = task_calls.RemoteTask(fails_once_stored, **{**task_calls.TASK_OPTIONS, "num_cpus": 0, "max_retries": 0})
+    monkeypatch.setattr(task_calls, "_mux_task", failing)
+    job = replace(
+        short_clip_job(media[0], RenderSpec("mp4", "720p"), str(tmp_path / "final.mp4"), workers=2),
+        ladder=LadderSpec(("360p",), segment_s=1.0),
+        stream_prefix=str(tmp_path / "stream"),
+    )
+    with pytest.raises(RuntimeError, match="after storing"):
+        render(job, Hooks())
+    assert not (tmp_path / "final.mp4").exists()
+    assert not (tmp_path / "stream").exists()
 
 
 @pytest.mark.parametrize(("workers", "threads"), [(2, 1), (1, 2)])

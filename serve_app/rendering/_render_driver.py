@@ -3,7 +3,7 @@
     the upload's facts, or read_source (probe, and the watermark preview; isolated) -> plan_segments
         -> encode_audio || encode_segment x N (each started by the pool's fair scheduler; the audio beside the
         first) || [preview (a task; with the probe when there were no facts), approval gate] -> mux_segments
-        -> out_path in job.media (and a JPEG frame of it, the poster, at poster_path)
+        -> out_path in job.media (and a JPEG frame of it, the poster, at poster_path; with a ladder, the stream)
 
 `RenderRun` tells that story step by step; each step's module says how it is done, and why so: `_render_plan` (the
 source's facts, from the upload or an isolated parse; the segments, the codecs, the nodes they run on), `_render_pool`
@@ -11,7 +11,8 @@ source's facts, from the upload or an isolated parse; the segments, the codecs, 
 started with its typed arguments, its body in `_render_tasks`; retries; the cancel of those still running),
 `_frame_progress` (the frames done and written, from the tasks' reports to the pool's tally), `_approval_gate` (the
 watermark preview and the source's first frame, and the decision on them), `_render_mux` (the file muxed and stored
-by the last task); the job (`_render_job`) says what quality check its tasks make (render_kernels.qc).
+by the last task, and the stream packaged beside it: `_render_stream`); the job (`_render_job`) says what its tasks
+are and what they add: the quality check (render_kernels.qc), the streaming ladder (render_kernels.ladder).
 
 Data flow: raw frames never leave a task, and encoded media never passes through the driver. Audio and segment
 tasks each return a small summary (frame count, timings), which the driver awaits to fail fast, and the encoded
@@ -34,6 +35,7 @@ from render_kernels.audio import AudioStats
 from render_kernels.mux import MuxStats
 from render_kernels.preview import PREVIEW, SOURCE_FRAME, plan_stills
 from render_kernels.qc.findings import QcReport
+from render_kernels.streaming import StreamPackage
 from serve_app.observability.catalog import WORKER_LOSSES
 from serve_app.rendering._approval_gate import ApprovalGate, pictures_wanted
 from serve_app.rendering._frame_progress import FrameProgress
@@ -44,9 +46,7 @@ from serve_app.rendering._render_pool import RenderPool, RunQueue
 from serve_app.rendering._render_tasks import (
     AudioSummary,
     AudioTask,
-    MuxTask,
     SegmentSummary,
-    SegmentTask,
 )
 from serve_app.rendering._scheduling import Dispatched
 from serve_app.rendering._task_calls import AudioParts, RenderTasks, SegmentParts
@@ -81,6 +81,7 @@ class RenderRun:
     segment_stats: list[SegmentSummary] = field(default_factory=list, init=False)
     audio_stats: AudioStats | None = field(default=None, init=False)
     qc: QcReport | None = field(default=None, init=False)  # the quality check's report, once muxed (with job.qc)
+    stream: StreamPackage | None = field(default=None, init=False)  # the stream, once stored (with job.ladder)
     start_order: list[int] = field(default_factory=list, init=False)
     started_at: float = field(default=0.0, init=False)  # epoch seconds
     _key: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)  # this run, in scheduler and tally
@@ -103,7 +104,7 @@ class RenderRun:
         except BaseException:
             queue.withdraw()
             await self._tasks.cancel_unfinished()  # a cancelled mux is gone: it cannot publish the file any more
-            await asyncio.to_thread(self.job.media.delete, [self.job.out_path])
+            await asyncio.to_thread(self.job.remove_outputs)
             raise
         finally:
             if self._tally_open:  # every segment task has ended (or was cancelled): nobody reports
@@ -146,7 +147,7 @@ class RenderRun:
             queue.schedule(
                 functools.partial(
                     tasks.segment,
-                    SegmentTask(job.source_path, segment, spec, info, tally, stills.get(segment.index, ()), qc),
+                    job.segment_task(segment, spec, info, tally, stills.get(segment.index, ()), qc),
                     plan.placement.gpu_share,
                 ),
                 bundle=plan.segment_bundle,
@@ -170,11 +171,9 @@ class RenderRun:
 
         await progress.muxing()
         segments = tuple(part.result().refs.segment for part in parts)
-        mux = MuxTask(
-            spec.output_format, job.media, job.out_path, info, segments, tally, job.poster_path, job.mux_check()
-        )
+        mux = job.mux_task(spec.output_format, info, segments, tally)
         stored = await timed(self.stages, "mux", mux_and_store(mux, audio.result().refs.audio, queue, tasks, progress))
-        self.qc = stored.qc
+        self.qc, self.stream = stored.qc, stored.stream
         return stored.stats
 
     async def _encode(

@@ -12,16 +12,28 @@ from typing import Protocol, TypeVar
 from mcp_protocol.progress import RenderProgress
 from media_store.base import MediaStore
 from media_store.local import LocalMediaStore
+from render_kernels.ladder import LadderSpec
 from render_kernels.limits import MediaLimits
 from render_kernels.media_io import Media
+from render_kernels.plan import Segment
+from render_kernels.preview import Still
 from render_kernels.qc.findings import QcRequest, QcThresholds
 from render_kernels.qc.sheet import SHEET_TILES
 from render_kernels.source_info import SourceInfo
 from render_kernels.spec import RenderSpec
+from render_kernels.video import EncodedSegment
 from serve_app._config import Config
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds
-from serve_app.rendering._render_tasks import PROGRESS_INTERVAL_S, QualityCheck
+from serve_app.rendering._render_stream import StreamPackaging
+from serve_app.rendering._render_tasks import (
+    PROGRESS_INTERVAL_S,
+    MuxTask,
+    QualityCheck,
+    SegmentTask,
+    TallyRef,
+    TaskRef,
+)
 
 T = TypeVar("T")
 
@@ -59,10 +71,61 @@ class RenderJob:
     gpu_wait_s: float = Config.model_fields["gpu_wait_s"].default  # with auto: how long to wait for a GPU node
     # Seconds between the progress reports of its tasks (_render_tasks.progress_interval_s of the poll hint).
     progress_interval_s: float = PROGRESS_INTERVAL_S
+    # The streaming ladder to make beside the file (render_kernels.ladder), and where its files go (a key prefix of
+    # `media`); None: no stream.
+    ladder: LadderSpec | None = None
+    stream_prefix: str | None = None
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:
             raise ValueError("a render with a watermark needs a preview_path")
+        if self.ladder is not None and not self.stream_prefix:
+            raise ValueError("a render with a ladder needs a stream_prefix")
+
+    def cut_multiple(self, info: SourceInfo) -> int:
+        """What every segment's first frame is a multiple of: the ladder's keyframe interval (1 without one)."""
+        return self.ladder.keyframe_interval(info.fps) if self.ladder is not None else 1
+
+    def segment_task(
+        self,
+        segment: Segment,
+        spec: RenderSpec,
+        info: SourceInfo,
+        tally: TallyRef,
+        stills: tuple[Still, ...],
+        qc: QcRequest | None,
+    ) -> SegmentTask:
+        """The task of one segment of a run of the job, with the stills it makes and the checks and rungs it adds."""
+        return SegmentTask(self.source_path, segment, spec, info, tally, stills, qc, self.ladder)
+
+    def mux_task(
+        self, output_format: str, info: SourceInfo, segments: tuple[TaskRef[EncodedSegment], ...], tally: TallyRef
+    ) -> MuxTask:
+        """The last task of a run of the job: `segments` muxed into `out_path`, with the poster, the quality check's
+        verdict and the stream the job asks for."""
+        return MuxTask(
+            output_format,
+            self.media,
+            self.out_path,
+            info,
+            segments,
+            tally,
+            self.poster_path,
+            self.mux_check(),
+            self.stream_packaging(),
+        )
+
+    def remove_outputs(self) -> None:
+        """Delete what a failed or cancelled run may have stored: the file, and the stream (stored before it)."""
+        self.media.delete([self.out_path])
+        if self.stream_prefix is not None:
+            self.media.delete_prefix(f"{self.stream_prefix}/")
+
+    def stream_packaging(self) -> StreamPackaging | None:
+        """What the mux task makes of the segments' rungs (None without a ladder): the stream, under `stream_prefix`."""
+        if self.ladder is None or self.stream_prefix is None:
+            return None
+        return StreamPackaging(self.ladder, self.stream_prefix, self.source_path)
 
     def segment_checks(self, info: SourceInfo) -> QcRequest | None:
         """What each segment task measures for the quality check (None without one): the contact sheet's evenly

@@ -171,7 +171,7 @@ async def plan_render(
 ) -> RenderPlan:
     """The plan of run `run` of `job` on the cluster `scheduler` shares out (see the module docstring)."""
     width = job.workers or scheduler.plan_width(job.principal)
-    segments = plan_segments(info, width, job.min_segment_s, _max_segment_frames(job, info))
+    segments = plan_segments(info, width, job.min_segment_s, _max_segment_frames(job, info), job.cut_multiple(info))
     placement = Placement(run)
     spec = await placement.fix_codecs(job, info, len(segments), scheduler.elastic, tasks)
     free = scheduler.free_cpus()  # what the render has to itself: threads beyond one segment a CPU

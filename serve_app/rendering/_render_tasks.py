@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
 import ray
 
@@ -26,6 +26,7 @@ from media_store.base import MediaStore
 from render_kernels.audio import AudioStats, EncodedAudio, encode_audio
 from render_kernels.decoders import choose_video_decoder
 from render_kernels.encoders import choose_video_encoder
+from render_kernels.ladder import LadderSpec
 from render_kernels.media_io import Media
 from render_kernels.mux import MuxStats, mux_segments
 from render_kernels.plan import Segment
@@ -37,6 +38,10 @@ from render_kernels.source_info import SourceInfo
 from render_kernels.spec import RenderSpec
 from render_kernels.video import EncodedSegment, SegmentStats, encode_segment
 from render_kernels.warm_up import warm_up
+
+if TYPE_CHECKING:  # its module is imported by a mux task only when its render streams
+    from render_kernels.streaming import StreamPackage
+    from serve_app.rendering._render_stream import StreamPackaging
 
 # How often a render's tasks report their frames, and its driver reads them: twice per poll interval its clients
 # are told (VIDFORGE_POLL_INTERVAL_MS; `progress_interval_s`), so that every poll sees a new figure, within these
@@ -272,6 +277,7 @@ class SegmentTask:
     tally: TallyRef
     stills: tuple[Still, ...] = ()
     qc: QcRequest | None = None  # what the render's quality check asks of the segment; None: no check
+    ladder: LadderSpec | None = None  # the streaming ladder's rungs to encode besides; None: none
 
 
 def encode_segment_parts(task: SegmentTask) -> tuple[SegmentSummary, EncodedSegment]:
@@ -282,7 +288,15 @@ def encode_segment_parts(task: SegmentTask) -> tuple[SegmentSummary, EncodedSegm
     try:
         on_frame = reporter(tally, segment.index, segment.frame_count)
         encoded = encode_segment(
-            task.source, segment, task.spec, task.info, on_frame, task.stills, tally.report_still, qc=task.qc
+            task.source,
+            segment,
+            task.spec,
+            task.info,
+            on_frame,
+            task.stills,
+            tally.report_still,
+            qc=task.qc,
+            ladder=task.ladder,
         )
     finally:
         release_freed_memory()
@@ -341,6 +355,7 @@ class MuxTask:
     tally: TallyRef
     poster_path: str | None = None
     quality: QualityCheck | None = None
+    stream: StreamPackaging | None = None  # the ladder to package and store beside the file; None: no stream
 
 
 @dataclass(frozen=True)
@@ -354,10 +369,12 @@ class QualityCheck:
 
 @dataclass(frozen=True)
 class StoredVideo:
-    """What the mux task stored: the file's figures, and its quality report (None without a check)."""
+    """What the mux task stored: the file's figures, its quality report (None without a check) and its stream (None
+    without one)."""
 
     stats: MuxStats
     qc: QcReport | None
+    stream: StreamPackage | None = None
 
 
 def mux_stored_segments(task: MuxTask, audio: EncodedAudio | None) -> StoredVideo:
@@ -368,20 +385,21 @@ def mux_stored_segments(task: MuxTask, audio: EncodedAudio | None) -> StoredVide
     theirs, the last one as the file is finished and stored. With `poster_path`, a frame of the file goes there as a
     JPEG first (serve_app.rendering._poster), so that the poster is in the store whenever the video is; with
     `quality`, the segments' and the audio's findings are merged into the report (render_kernels.qc.merge: an event
-    over a segment cut is one) and its contact sheet goes into the store beside them."""
+    over a segment cut is one) and its contact sheet goes into the store beside them; with `stream`, the segments are
+    read once more for their rungs, packaged and stored under its prefix (serve_app.rendering._render_stream)."""
     bound_heap()
     media, out_path, tally = task.media, task.out_path, task.tally
     on_frame = reporter(tally, tally.mux_index, task.info.frame_count)
     findings: list[SegmentQc] = []  # each segment's, kept as the mux passes it (its packets are not)
 
-    def fetched() -> Iterator[EncodedSegment]:
+    def fetched(keep_findings: bool = True) -> Iterator[EncodedSegment]:
         for ref in task.segments:
             segment: EncodedSegment = ray.get(ref.ref)
-            if segment.qc is not None:
+            if segment.qc is not None and keep_findings:
                 findings.append(segment.qc)
             yield segment
 
-    report = None
+    report = stream = None
     try:
         with media.staged(out_path) as staged:
             stats = mux_segments(fetched(), audio, task.output_format, staged, task.info.fps, on_frame)
@@ -395,10 +413,15 @@ def mux_stored_segments(task: MuxTask, audio: EncodedAudio | None) -> StoredVide
                 audio_qc = audio.qc if audio is not None else None
                 report = merge_qc(findings, audio_qc, task.info.fps, quality.thresholds)
                 media.put_bytes(quality.contact_sheet_path, contact_sheet(findings, report))
+            if task.stream is not None:
+                from serve_app.rendering._render_stream import package_and_store  # as _poster's, above
+
+                staging = os.path.join(os.path.dirname(staged), "stream")
+                stream = package_and_store(task.stream, fetched(False), audio, task.info.fps, media, staging)
             media.put_file(staged, out_path, move=True)
     finally:
         release_freed_memory()
-    return StoredVideo(replace(stats, path=out_path), report)
+    return StoredVideo(replace(stats, path=out_path), report, stream)
 
 
 @dataclass(frozen=True)

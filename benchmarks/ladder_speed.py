@@ -49,7 +49,8 @@ def vidforge(source: str, out_dir: str, cpus: int) -> float:
     segments = plan_segments(info, cpus, cut_multiple=LADDER.keyframe_interval(info.fps))
     spec = RenderSpec("mp4", "1080p", video_encoder="libx264", segment_threads=segment_threads(cpus, len(segments)))
     started = time.perf_counter()
-    with ProcessPoolExecutor(cpus) as pool:
+    # One process more than CPUs: the audio rides along beside the chunks, as a render's audio task asks for no CPU.
+    with ProcessPoolExecutor(cpus + 1) as pool:
         audio = pool.submit(encode_audio, source, "mp4")
         chunks = [pool.submit(encode_segment, source, segment, spec, info, ladder=LADDER) for segment in segments]
         encoded = [chunk.result() for chunk in chunks]

@@ -75,20 +75,12 @@ def mux_segments(
         with av.open(
             tmp_path, "w", format=output_format, container_options=CONTAINER_OPTIONS[output_format]
         ) as container:
-            video = stream_like(container, first.codec, first.extradata, av.VideoStream)
-            video.codec_context.width, video.codec_context.height = first.width, first.height
-            video.codec_context.pix_fmt = "yuv420p"
-            video.codec_context.framerate = frame_rate(fps)
-            video.codec_context.time_base = Fraction(*first.time_base)
+            video = video_stream_for(container, first, frame_rate(fps))
             in_order = _popped_first([first], pending)
             del first  # from here only the list in `in_order` holds it, until the mux takes it out
             tracks: list[Iterator[av.Packet[av.stream.Stream]]] = [track.packets(in_order, video)]
             if audio is not None:
-                sound = stream_like(container, audio.codec, audio.extradata, av.AudioStream)
-                sound.codec_context.sample_rate = audio.sample_rate
-                sound.codec_context.layout = audio.layout
-                sound.codec_context.time_base = Fraction(*audio.time_base)
-                tracks.append(audio_packets(audio, sound))
+                tracks.append(audio_track(container, audio))
             written = 0  # video packets: one a frame
             for packet in heapq.merge(*tracks, key=decode_time):
                 container.mux(packet)
@@ -122,7 +114,7 @@ def _encoding(segment: EncodedSegment) -> _SegmentEncoding:
     return segment.codec, segment.width, segment.height, segment.time_base, segment.extradata
 
 
-def stream_like(
+def _stream_like(
     container: av.container.OutputContainer, codec: str, extradata: bytes | None, kind: type[_Track]
 ) -> _Track:
     """An output stream of `kind` for already-encoded `codec` packets, carrying the encoder's extradata.
@@ -171,7 +163,29 @@ class _VideoTrack:
             del segment  # before the next one is fetched: one segment in memory at a time
 
 
-def audio_packets(audio: EncodedAudio, stream: av.AudioStream) -> Iterator[av.Packet[av.stream.Stream]]:
+def video_stream_for(
+    container: av.container.OutputContainer, segment: EncodedSegment, rate: Fraction
+) -> av.VideoStream:
+    """An output stream of `container` for `segment`'s encoded video (its codec, header, size and time base), at
+    `rate` frames a second."""
+    video = _stream_like(container, segment.codec, segment.extradata, av.VideoStream)
+    video.codec_context.width, video.codec_context.height = segment.width, segment.height
+    video.codec_context.pix_fmt = "yuv420p"
+    video.codec_context.framerate = rate
+    video.codec_context.time_base = Fraction(*segment.time_base)
+    return video
+
+
+def audio_track(container: av.container.OutputContainer, audio: EncodedAudio) -> Iterator[av.Packet[av.stream.Stream]]:
+    """`audio`'s packets, on an output stream of `container` made for them."""
+    sound = _stream_like(container, audio.codec, audio.extradata, av.AudioStream)
+    sound.codec_context.sample_rate = audio.sample_rate
+    sound.codec_context.layout = audio.layout
+    sound.codec_context.time_base = Fraction(*audio.time_base)
+    return _audio_packets(audio, sound)
+
+
+def _audio_packets(audio: EncodedAudio, stream: av.AudioStream) -> Iterator[av.Packet[av.stream.Stream]]:
     tb = Fraction(*audio.time_base)
     for data, pts, dts in zip(audio.packets, audio.pts, audio.dts):
         yield timed_packet(data, pts, dts, tb, stream, True)

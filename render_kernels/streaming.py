@@ -23,7 +23,7 @@ import m3u8
 
 from .audio import EncodedAudio
 from .ladder import LadderSpec, sample_aspects
-from .mux import audio_packets, decode_time, stream_like, timed_packet
+from .mux import audio_track, decode_time, timed_packet, video_stream_for
 from .source_info import frame_rate
 from .video import EncodedSegment
 
@@ -95,20 +95,12 @@ def package_stream(
         videos = []
         aspects = sample_aspects([(rung.width, rung.height) for rung in first.rungs])
         for rung, aspect in zip(first.rungs, aspects, strict=True):
-            stream = stream_like(container, rung.codec, rung.extradata, av.VideoStream)
-            stream.codec_context.width, stream.codec_context.height = rung.width, rung.height
+            stream = video_stream_for(container, rung, rate)
             stream.codec_context.sample_aspect_ratio = aspect
-            stream.codec_context.pix_fmt = "yuv420p"
-            stream.codec_context.framerate = rate
-            stream.codec_context.time_base = Fraction(*rung.time_base)
             videos.append(stream)
         tracks: list[Iterator[av.Packet[av.stream.Stream]]] = [_rung_packets(first, pending, videos, interval)]
         if audio is not None:
-            sound = stream_like(container, audio.codec, audio.extradata, av.AudioStream)
-            sound.codec_context.sample_rate = audio.sample_rate
-            sound.codec_context.layout = audio.layout
-            sound.codec_context.time_base = Fraction(*audio.time_base)
-            tracks.append(audio_packets(audio, sound))
+            tracks.append(audio_track(container, audio))
         for packet in heapq.merge(*tracks, key=decode_time):
             container.mux(packet)
     return _write_playlists(out_dir, ladder, rate, has_audio=audio is not None)

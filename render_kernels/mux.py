@@ -76,7 +76,7 @@ def mux_segments(
             tmp_path, "w", format=output_format, container_options=CONTAINER_OPTIONS[output_format]
         ) as container:
             video = video_stream_for(container, first, frame_rate(fps))
-            in_order = _popped_first([first], pending)
+            in_order = popped_first([first], pending)
             del first  # from here only the list in `in_order` holds it, until the mux takes it out
             tracks: list[Iterator[av.Packet[av.stream.Stream]]] = [track.packets(in_order, video)]
             if audio is not None:
@@ -132,7 +132,7 @@ def _stream_like(
     return stream
 
 
-def _popped_first(box: list[EncodedSegment], rest: Iterator[EncodedSegment]) -> Iterator[EncodedSegment]:
+def popped_first(box: list[EncodedSegment], rest: Iterator[EncodedSegment]) -> Iterator[EncodedSegment]:
     """The segment in `box`, taken out of it (so nothing here keeps it), then the rest."""
     yield box.pop()
     yield from rest

@@ -23,7 +23,7 @@ import m3u8
 
 from .audio import EncodedAudio
 from .ladder import LadderSpec, sample_aspects
-from .mux import audio_track, decode_time, timed_packet, video_stream_for
+from .mux import audio_track, decode_time, popped_first, timed_packet, video_stream_for
 from .source_info import frame_rate
 from .video import EncodedSegment
 
@@ -81,6 +81,7 @@ def package_stream(
         raise ValueError("no segments to package")
     if len(first.rungs) != len(ladder.rungs):
         raise ValueError(f"the segments hold {len(first.rungs)} rungs, the ladder {len(ladder.rungs)}")
+    sizes = [(rung.width, rung.height) for rung in first.rungs]
     # Floored to the muxer's microseconds, so that every keyframe is at or past the boundary it starts.
     segment_us = math.floor(interval * 1_000_000 / rate)
     options = {
@@ -89,21 +90,22 @@ def package_stream(
         "use_timeline": "0",
         "init_seg_name": "init-$RepresentationID$.mp4",
         "media_seg_name": "seg-$RepresentationID$-$Number%05d$.m4s",
-        "adaptation_sets": _adaptation_sets([(rung.width, rung.height) for rung in first.rungs], audio is not None),
+        "adaptation_sets": _adaptation_sets(sizes, audio is not None),
     }
     with av.open(os.path.join(out_dir, DASH_MANIFEST), "w", format="dash", options=options) as container:
         videos = []
-        aspects = sample_aspects([(rung.width, rung.height) for rung in first.rungs])
-        for rung, aspect in zip(first.rungs, aspects, strict=True):
+        for rung, aspect in zip(first.rungs, sample_aspects(sizes), strict=True):
             stream = video_stream_for(container, rung, rate)
             stream.codec_context.sample_aspect_ratio = aspect
             videos.append(stream)
-        tracks: list[Iterator[av.Packet[av.stream.Stream]]] = [_rung_packets(first, pending, videos, interval)]
+        in_order = popped_first([first], pending)
+        del first  # from here only the list in `in_order` holds it, until the packets are taken out
+        tracks: list[Iterator[av.Packet[av.stream.Stream]]] = [_rung_packets(in_order, videos, interval)]
         if audio is not None:
             tracks.append(audio_track(container, audio))
         for packet in heapq.merge(*tracks, key=decode_time):
             container.mux(packet)
-    return _write_playlists(out_dir, ladder, rate, has_audio=audio is not None)
+    return _write_playlists(out_dir, ladder, rate)
 
 
 def _adaptation_sets(sizes: list[tuple[int, int]], has_audio: bool) -> str:
@@ -119,11 +121,11 @@ def _adaptation_sets(sizes: list[tuple[int, int]], has_audio: bool) -> str:
 
 
 def _rung_packets(
-    first: EncodedSegment, rest: Iterator[EncodedSegment], streams: list[av.VideoStream], interval: int
+    chunks: Iterator[EncodedSegment], streams: list[av.VideoStream], interval: int
 ) -> Iterator[av.Packet[av.stream.Stream]]:
     """Every rung's packets, chunk after chunk, timed from the render's first frame and merged by decode time."""
-    offset, chunk, index = 0, first, 0
-    while True:
+    offset = 0
+    for index, chunk in enumerate(chunks):
         if chunk.index != index:
             raise ValueError(f"segment {chunk.index} came where {index} belongs")
         if offset % interval:
@@ -131,11 +133,7 @@ def _rung_packets(
         rungs = [_timed(rung, stream, offset) for rung, stream in zip(chunk.rungs, streams, strict=True)]
         yield from heapq.merge(*rungs, key=decode_time)
         offset += chunk.frame_count
-        index += 1
-        next_chunk = next(rest, None)
-        if next_chunk is None:
-            return
-        chunk = next_chunk
+        del chunk, rungs  # before the next one is fetched: one chunk in memory at a time
 
 
 def _timed(rung: EncodedSegment, stream: av.VideoStream, offset: int) -> Iterator[av.Packet[av.stream.Stream]]:
@@ -156,7 +154,7 @@ class _Representation:
     start_number: int
 
 
-def _write_playlists(out_dir: str, ladder: LadderSpec, rate: Fraction, has_audio: bool) -> StreamPackage:
+def _write_playlists(out_dir: str, ladder: LadderSpec, rate: Fraction) -> StreamPackage:
     """The HLS media and master playlists over the DASH muxer's segments, measured from the files."""
     representations = _representations(os.path.join(out_dir, DASH_MANIFEST))
     files = [DASH_MANIFEST]
@@ -169,15 +167,16 @@ def _write_playlists(out_dir: str, ladder: LadderSpec, rate: Fraction, has_audio
         files += [playlist, representation.init, *(uri for uri, _, _ in segments)]
         measured.append((representation, name, segments))
     renditions = [_rendition(representation, name, segments) for representation, name, segments in measured]
-    video, audio = renditions[: len(ladder.rungs)], renditions[len(ladder.rungs) :]
+    rungs = renditions[: len(ladder.rungs)]
+    sound = renditions[len(ladder.rungs)] if len(renditions) > len(ladder.rungs) else None
     master = m3u8.M3U8()
     master.version = HLS_VERSION
     master.is_independent_segments = True
-    if audio and has_audio:
-        channels = measured[-1][0].channels
+    if sound is not None:
+        channels = representations[-1].channels
         master.add_media(
             m3u8.Media(
-                uri=audio[0].playlist,
+                uri=sound.playlist,
                 type="AUDIO",
                 group_id=AUDIO_GROUP,
                 name="audio",
@@ -186,16 +185,16 @@ def _write_playlists(out_dir: str, ladder: LadderSpec, rate: Fraction, has_audio
                 channels=channels,
             )
         )
-    for rung in video:
-        with_audio = audio[0] if audio else None
-        info: dict[str, object] = {
-            "bandwidth": rung.bandwidth_bps + (with_audio.bandwidth_bps if with_audio else 0),
-            "average_bandwidth": rung.average_bandwidth_bps + (with_audio.average_bandwidth_bps if with_audio else 0),
+    for rung in rungs:
+        with_sound = [rung] if sound is None else [rung, sound]
+        info: dict[str, object] = {  # a variant's bandwidth is its video's and its audio's (RFC 8216, 4.3.4.2)
+            "bandwidth": sum(rendition.bandwidth_bps for rendition in with_sound),
+            "average_bandwidth": sum(rendition.average_bandwidth_bps for rendition in with_sound),
             "resolution": f"{rung.width}x{rung.height}",
             "frame_rate": round(float(rate), 3),
-            "codecs": ",".join([rung.codecs, *([with_audio.codecs] if with_audio else [])]),
+            "codecs": ",".join(rendition.codecs for rendition in with_sound),
         }
-        if with_audio:
+        if sound is not None:
             info["audio"] = AUDIO_GROUP
         master.add_playlist(m3u8.Playlist(rung.playlist, stream_info=info, media=master.media, base_uri=None))
     master.dump(os.path.join(out_dir, MASTER_PLAYLIST))

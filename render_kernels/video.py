@@ -66,17 +66,17 @@ class EncodedSegment:
         tb = encoder.time_base
         assert tb is not None and encoder.name is not None  # an opened encoder's
         return cls(
-            index,
-            [],
-            [],
-            [],
-            [],
-            (tb.numerator, tb.denominator),
-            encoder.width,
-            encoder.height,
-            encoder.name,
-            0,
-            encoder.extradata,
+            index=index,
+            packets=[],
+            pts=[],
+            dts=[],
+            keyframes=[],
+            time_base=(tb.numerator, tb.denominator),
+            width=encoder.width,
+            height=encoder.height,
+            codec=encoder.name,
+            frame_count=0,
+            extradata=encoder.extradata,
         )
 
     def take(self, packets: Iterable[av.Packet[av.VideoStream]]) -> None:

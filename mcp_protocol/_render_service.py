@@ -70,6 +70,11 @@ class RenderService(Protocol):
         principal."""
         ...
 
+    async def read_stream_file(self, principal: str, render_id: str, name: str) -> bytes:
+        """One file of the finished, streamed render's stream (mcp_protocol.streams); raises VidforgeError
+        (resource_not_found) when there is none for this principal."""
+        ...
+
     async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
         """The contact sheet JPEG of `rec`'s finished video (mcp_protocol.quality), for its result's `image` block;
         None when it has none (no video, the quality check off, or the file gone)."""

@@ -37,6 +37,7 @@ from mcp_protocol.inspections import InspectRequest, VideoInspections, inspectio
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.results import end_result, with_quality
 from mcp_protocol.state_outage import StateUnavailable
+from mcp_protocol.streams import with_stream
 from mcp_protocol.views import Caller
 
 
@@ -61,6 +62,28 @@ def _ok(structured: JSONObject, text: str | None = None) -> JSONObject:
         "content": [{"type": "text", "text": text or json.dumps(structured, separators=(",", ":"))}],
         "structuredContent": structured,
     }
+
+
+def _rungs_above(args: JSONObject, above: tuple[str, ...], resolution: str) -> VidforgeError:
+    """The refusal of a stream's rungs larger than the render: the repair asks again without them."""
+    streaming = dict(args["streaming"])  # type: ignore[arg-type]  # an object: the schema passed it
+    kept = [rung for rung in streaming["ladder"] if rung not in above]  # type: ignore[union-attr]
+    if kept:
+        streaming["ladder"] = kept
+    else:
+        streaming.pop("ladder")
+    return errors.invalid_argument(
+        f"Invalid arguments for {RENDER_TOOL}.",
+        "streaming.ladder",
+        f"'streaming.ladder' names {', '.join(above)}, larger than the render's resolution {resolution}",
+        repair(
+            "fix_argument_value",
+            RENDER_TOOL,
+            {**args, "streaming": streaming},
+            f"A stream's sizes are at most the render's resolution: drop {', '.join(above)} or render at a "
+            f"higher resolution, and call {RENDER_TOOL} again.",
+        ),
+    )
 
 
 def _follow_up(render_id: str) -> JSONObject:
@@ -114,6 +137,8 @@ class ToolCalls:
         request = RenderRequest.model_validate(args)
         if request.metadata and (refusal := value_too_long(RENDER_TOOL, args, request.metadata)) is not None:
             raise refusal
+        if request.streaming is not None and (above := request.streaming.above(request.resolution)):
+            raise _rungs_above(args, above, request.resolution)
         for field, uri in request.asset_uris().items():  # parsed here, once, whole: the request keeps only these
             if AssetRef.parse(uri) is None:
                 raise errors.source_not_found(field, errors.no_asset_at(uri))
@@ -142,9 +167,10 @@ class ToolCalls:
         status = _ok(views.render_status(rec, retention_s, service.review_url(rec), service.watch_url(rec)))
         if not isinstance(rec.end, Succeeded):
             return status
-        # Clients without tasks read the video from here: the quality check's report and sheet ride along as they
-        # do on the render's result (the status's structuredContent is closed).
-        return with_quality(status, rec.task_id, rec.end.artifact, await service.contact_sheet(rec))
+        # Clients without tasks read the video from here: the quality check's report and sheet, and the stream, ride
+        # along as they do on the render's result (the status's structuredContent is closed).
+        checked = with_quality(status, rec.task_id, rec.end.artifact, await service.contact_sheet(rec))
+        return with_stream(checked, rec.task_id, rec.request, rec.end.artifact)
 
     async def _approve(self, caller: Caller, args: JSONObject) -> JSONObject:
         decision = ApprovalDecision.model_validate(args)

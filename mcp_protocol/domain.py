@@ -40,6 +40,29 @@ class Watermark(_Frozen):
     opacity: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
+# A stream's sizes, highest first: the picture's short side, as `Resolution` names it (render_kernels.ladder.RUNGS,
+# which tests check against these).
+Rung = Literal["4k", "1080p", "720p", "480p", "360p"]
+RUNGS: tuple[Rung, ...] = ("4k", "1080p", "720p", "480p", "360p")
+DEFAULT_LADDER: tuple[Rung, ...] = ("1080p", "720p", "480p", "360p")
+
+
+class Streaming(_Frozen):
+    """The render's `streaming` argument: the stream's sizes and its segments' length (the inputSchema's defaults)."""
+
+    ladder: tuple[Rung, ...] | None = None  # None: DEFAULT_LADDER up to the requested resolution
+    segment_s: float = Field(default=4.0, ge=1.0, le=10.0)
+
+    def rungs(self, resolution: Resolution) -> tuple[Rung, ...]:
+        """The ladder's rungs, highest first; those above `resolution` left out (the render tool refuses them)."""
+        top = RUNGS.index(resolution)
+        return tuple(rung for rung in RUNGS[top:] if rung in (self.ladder or DEFAULT_LADDER))
+
+    def above(self, resolution: Resolution) -> tuple[Rung, ...]:
+        """The rungs asked for that are larger than `resolution`."""
+        return tuple(rung for rung in self.ladder or () if RUNGS.index(rung) < RUNGS.index(resolution))
+
+
 class RenderRequest(_Frozen):
     """`vidforge_render_video`'s arguments, validated, defaults applied. A render is created only with its asset
     URIs in their one canonical form (`ToolCalls` refuses any other: mcp_protocol.asset_uri)."""
@@ -56,6 +79,8 @@ class RenderRequest(_Frozen):
     # Where the render's webhooks go (serve_app/webhooks/): the caller's https URL, or the principal's default
     # endpoint, filled in at submit. None: no webhooks.
     notify_url: str | None = None
+    # The stream to deliver beside the file (render_kernels.ladder); None: the file alone.
+    streaming: Streaming | None = None
 
     @field_validator("metadata")
     @classmethod

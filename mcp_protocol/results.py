@@ -9,6 +9,7 @@ A success names two resources: the video, and its poster (a JPEG frame of it, `v
 With a quality check (mcp_protocol.quality), two more: its report (`qc.json`, also under `_meta` `com.vidforge/qc`)
 and its contact sheet (`contact-sheet.jpg`), which also rides inline as an `image` block when the caller has its
 bytes: the one picture of the video a model can look at. The text content carries the verdict and its reasons.
+A streamed render also links its stream's HLS master playlist and DASH manifest (mcp_protocol.streams).
 Where the server mints a watch link (`RenderService.watch_url`: a page that plays the video in a browser, for the
 person the agent works for), it rides the text content and the video's `resource_link` description; the
 `structuredContent` is the contract's, unchanged.
@@ -34,6 +35,7 @@ from mcp_protocol.envelope import VidforgeError, tool_error_result
 from mcp_protocol.error_codes import ErrorCode
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.quality import QC_META_KEY, contact_sheet_block, contact_sheet_uri, qc_uri
+from mcp_protocol.streams import with_stream
 from mcp_protocol.timefmt import duration_text, iso_ms
 
 
@@ -102,7 +104,7 @@ def render_success_result(
         "content": content,
         "structuredContent": structured,
     }
-    return with_quality(result, render_id, artifact, contact_sheet)
+    return with_stream(with_quality(result, render_id, artifact, contact_sheet), render_id, request, artifact)
 
 
 def with_quality(result: JSONObject, render_id: str, artifact: Artifact, contact_sheet: bytes | None) -> JSONObject:

@@ -65,6 +65,7 @@ from mcp_protocol.inspections import VideoInspections, is_inspect_task
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.quality import QcReport
 from mcp_protocol.state_outage import StateUnavailable
+from mcp_protocol.streams import STREAM_FILE_URI, STREAM_MIME
 from mcp_protocol.views import Caller
 
 DISCOVERY_TTL_MS = 3_600_000
@@ -282,6 +283,17 @@ class VidforgeServer:
                 if (sheet := await self.service.contact_sheet(rec)) is None:
                     raise errors.resource_not_found(None, self.settings.result_retention_s)
                 data, mime = sheet, "image/jpeg"
+            elif match := STREAM_FILE_URI.fullmatch(uri):
+                data = await self.service.read_stream_file(principal, match["id"], match["name"])
+                mime, textual = STREAM_MIME[match["ext"]]
+                if textual:
+                    text = {"uri": uri, "mimeType": mime, "text": data.decode("utf-8")}
+                    return {
+                        "resultType": "complete",
+                        "contents": [text],
+                        "ttlMs": RESOURCE_TTL_MS,
+                        "cacheScope": "private",
+                    }
             elif match := _QC_URI.fullmatch(uri):
                 _, qc = await self._quality_checked(principal, match["id"])
                 report = {"uri": uri, "mimeType": "application/json", "text": json.dumps(qc.to_json(), indent=2)}

@@ -1,5 +1,6 @@
 """Where a render's files live, and how they go:
-`artifacts/<render_id>/{final.<ext>, poster.jpg, contact-sheet.jpg, watermark-preview.png, source-frame.png}`.
+`artifacts/<render_id>/{final.<ext>, poster.jpg, contact-sheet.jpg, watermark-preview.png, source-frame.png}`, and
+a streamed render's stream under `artifacts/<render_id>/stream/` (its playlists, manifest and segments).
 
 The render driver writes them (the mux through MediaStore.staged + put_file, with the poster, a frame of the finished
 video, and the contact sheet of its quality check just before it; the preview and the source's first frame, which the review page shows beside it, with
@@ -19,6 +20,7 @@ PREVIEW_NAME = "watermark-preview.png"
 SOURCE_FRAME_NAME = "source-frame.png"
 POSTER_NAME = "poster.jpg"
 CONTACT_SHEET_NAME = "contact-sheet.jpg"
+STREAM_NAME = "stream"
 
 
 def artifact_prefix(render_id: str) -> str:
@@ -45,6 +47,15 @@ def contact_sheet_key(render_id: str) -> str:
     return artifact_prefix(render_id) + CONTACT_SHEET_NAME
 
 
+def stream_prefix(render_id: str) -> str:
+    """The key prefix of a render's stream files (without the trailing `/`: each file's key is `<prefix>/<name>`)."""
+    return artifact_prefix(render_id) + STREAM_NAME
+
+
+def stream_key(render_id: str, name: str) -> str:
+    return f"{stream_prefix(render_id)}/{name}"
+
+
 def discard(media: MediaStore, render_id: str) -> None:
     """Drop everything a render wrote (cancel, reject, failure): no partial artifact survives."""
     media.delete_prefix(artifact_prefix(render_id))
@@ -53,10 +64,11 @@ def discard(media: MediaStore, render_id: str) -> None:
 def delete_renders(media: MediaStore, renders: Iterable[tuple[str, str | None]]) -> None:
     """The retention sweep's deletion, in one batch (a request per thousand files on a bucket): each (render
     id, video extension) loses its preview and source frame and, with an extension (it completed with a video), its
-    video, the video's poster and its contact sheet."""
+    video, the video's poster, its contact sheet and its stream (its files listed first: one more request each)."""
     keys = []
     for render_id, ext in renders:
         keys += [preview_key(render_id), source_frame_key(render_id)]
         if ext is not None:
             keys += [final_key(render_id, ext), poster_key(render_id), contact_sheet_key(render_id)]
+            keys += [found.key for found in media.list(stream_prefix(render_id) + "/")]
     media.delete(keys)

@@ -54,6 +54,7 @@ SHARED_SERVER_MODULES = frozenset(
         "test_progress_cadence",
         "test_mcp_wire",
         "test_quality_live",
+        "test_streaming_live",
         "test_node_clients",
         "test_origin",
         "test_real_world_renders",
@@ -124,6 +125,7 @@ MODULE_SECONDS = {
     "test_docs": 15,
     "test_upload_errors": 15,
     "test_quality_live": 70,
+    "test_streaming_live": 20,
 }
 
 

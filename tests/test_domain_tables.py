@@ -59,3 +59,25 @@ def test_the_kernels_know_exactly_the_wires_output_formats():
     wire = set(get_args(OutputFormat))
     assert set(FORMAT_ENCODERS) == set(CONTAINER_OPTIONS) == set(MIME_BY_EXT) == wire
     assert set(RENDER_ARGUMENTS["output_format"]["enum"]) == wire
+
+
+def test_a_streams_rungs_and_defaults_are_one_table_on_the_wire_and_in_the_kernels():
+    """The wire's rungs (domain, inputSchema) are the kernels' (render_kernels.ladder), in the same order, and the
+    `streaming` defaults and bounds the inputSchema documents are the ones the server applies."""
+    from mcp_protocol.domain import DEFAULT_LADDER, RUNGS, Rung, Streaming
+    from render_kernels.ladder import DEFAULT_RUNGS, DEFAULT_SEGMENT_S, SEGMENT_S_RANGE
+    from render_kernels.ladder import RUNGS as KERNEL_RUNGS
+
+    schema = RENDER_ARGUMENTS["streaming"]["properties"]
+    assert RUNGS == get_args(Rung) == tuple(KERNEL_RUNGS) == tuple(schema["ladder"]["items"]["enum"])
+    assert DEFAULT_LADDER == DEFAULT_RUNGS
+    assert Streaming().segment_s == DEFAULT_SEGMENT_S == schema["segment_s"]["default"]
+    assert SEGMENT_S_RANGE == (schema["segment_s"]["minimum"], schema["segment_s"]["maximum"])
+    field = Streaming.model_fields["segment_s"].metadata
+    assert [(type(m).__name__, getattr(m, "ge", getattr(m, "le", None))) for m in field] == [
+        ("Ge", SEGMENT_S_RANGE[0]),
+        ("Le", SEGMENT_S_RANGE[1]),
+    ]
+    for resolution in get_args(Resolution):  # every resolution's default ladder: the rungs up to it
+        rungs = Streaming().rungs(resolution)
+        assert rungs and all(RUNGS.index(rung) >= RUNGS.index(resolution) for rung in rungs)

@@ -104,9 +104,10 @@ def test_discovery_is_the_contract(wire):
     added = [paragraph for paragraph in served if paragraph not in contract["description"].split("\n\n")]
     assert [p for p in served if p not in added] == contract["description"].split("\n\n")
     assert len(added) == 1 and added[0].startswith("Resolution: names the short side")
-    # Issue 37 adds two optional arguments (metadata, notify_url) to the contract's inputSchema; the rest is its own.
+    # Optional arguments added to the contract's inputSchema: the caller's metadata and webhook URL (issue 37), and a
+    # stream beside the file (issue 47); the rest is its own.
     served_input = tools[0]["inputSchema"]
-    added_arguments = ("metadata", "notify_url")
+    added_arguments = ("metadata", "notify_url", "streaming")
     assert set(served_input["properties"]) - set(contract["inputSchema"]["properties"]) == set(added_arguments)
     contract_properties = {k: v for k, v in served_input["properties"].items() if k not in added_arguments}
     assert {**served_input, "properties": contract_properties} == contract["inputSchema"]

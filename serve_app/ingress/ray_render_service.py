@@ -27,7 +27,14 @@ from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError
-from media_store.artifacts import contact_sheet_key, final_key, poster_key, preview_key, source_frame_key
+from media_store.artifacts import (
+    contact_sheet_key,
+    final_key,
+    poster_key,
+    preview_key,
+    source_frame_key,
+    stream_key,
+)
 from media_store.opening import is_storage_fault
 from render_kernels.limits import OverLimit
 from render_kernels.source_info import SourceInfo
@@ -214,6 +221,12 @@ class RegistryRenderService:
         if await self.registry.get_artifact(principal, render_id) is None:
             raise self.artifact_missing(render_id)
         return await self._read(poster_key(render_id), render_id)
+
+    async def read_stream_file(self, principal: str, render_id: str, name: str) -> bytes:
+        rec = await self.get_render(principal, render_id)
+        if rec is None or not isinstance(rec.end, Succeeded) or rec.request.streaming is None:
+            raise self.artifact_missing(render_id)
+        return await self._read(stream_key(render_id, name), render_id)
 
     async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
         if not isinstance(rec.end, Succeeded) or rec.end.artifact.qc is None:

@@ -60,8 +60,17 @@ from mcp_protocol.progress import RenderProgress
 from mcp_protocol.quality import QcReport
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.timefmt import now_ms
-from media_store.artifacts import contact_sheet_key, discard, final_key, poster_key, preview_key, source_frame_key
+from media_store.artifacts import (
+    contact_sheet_key,
+    discard,
+    final_key,
+    poster_key,
+    preview_key,
+    source_frame_key,
+    stream_prefix,
+)
 from render_kernels.errors import UnsupportedMedia
+from render_kernels.ladder import LadderSpec
 from render_kernels.mux import MuxStats
 from render_kernels.qc.findings import QcReport as KernelQcReport
 from render_kernels.spec import RenderSpec, WatermarkSpec
@@ -182,6 +191,8 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         image = assets.resolve(wm.image_asset_uri, principal, "watermark.image_asset_uri")
         watermark = WatermarkSpec(image=assets.media_of(image), position=wm.position, opacity=wm.opacity)
     spec = RenderSpec(output_format=request.output_format, resolution=request.resolution, watermark=watermark)
+    streaming = request.streaming
+    ladder = LadderSpec(streaming.rungs(request.resolution), streaming.segment_s) if streaming is not None else None
     return RenderJob(
         source_path=assets.media_of(source),
         spec=spec,
@@ -203,6 +214,8 @@ def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob
         gpu_wait_s=config.gpu_wait_s,
         source_info=assets.source_info(source),
         progress_interval_s=progress_interval_s(config.poll_interval_ms),
+        ladder=ladder,
+        stream_prefix=stream_prefix(task_id) if ladder is not None else None,
     )
 
 

@@ -1,0 +1,71 @@
+"""A streamed render's stream on the wire: its resources' URIs and what its finished result says of it.
+
+A render asked for with `streaming` delivers, beside its file, an adaptive stream: an HLS master playlist
+(`master.m3u8`) and a DASH manifest (`manifest.mpd`) over one set of CMAF segments, every file a resource under
+`vidforge://videos/<render_id>/stream/`. The finished result links the two entry points, names them in a text block
+and under `_meta` `com.vidforge/stream`; its `structuredContent` stays the contract's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mcp_protocol.domain import Artifact, RenderRequest
+from mcp_protocol.json_types import JSONObject
+from mcp_protocol.timefmt import iso_ms
+
+STREAM_META_KEY = "com.vidforge/stream"
+MASTER_PLAYLIST = "master.m3u8"
+DASH_MANIFEST = "manifest.mpd"
+# One file of a stream: a name with one dot (no path, no `..`), matched whole.
+STREAM_FILE_URI = re.compile(
+    r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/stream/(?P<name>[A-Za-z0-9_-]{1,64}\.(?P<ext>m3u8|mpd|mp4|m4s))"
+)
+# What each kind of stream file is, and whether a resource read answers it as text (playlists, manifests).
+STREAM_MIME = {
+    "m3u8": ("application/vnd.apple.mpegurl", True),
+    "mpd": ("application/dash+xml", True),
+    "mp4": ("video/mp4", False),
+    "m4s": ("video/iso.segment", False),
+}
+
+
+def stream_file_uri(render_id: str, name: str) -> str:
+    return f"vidforge://videos/{render_id}/stream/{name}"
+
+
+def with_stream(result: JSONObject, render_id: str, request: RenderRequest, artifact: Artifact) -> JSONObject:
+    """`result` (a CallToolResult about the finished video `artifact`) with its stream, when its request asked for
+    one: links to the HLS master playlist and the DASH manifest, a text block naming them, and both under `_meta`."""
+    if request.streaming is None:
+        return result
+    content, meta = result["content"], result.get("_meta")
+    assert isinstance(content, list), "a CallToolResult's content"
+    finished = iso_ms(artifact.finished_at_ms)
+    hls, dash = stream_file_uri(render_id, MASTER_PLAYLIST), stream_file_uri(render_id, DASH_MANIFEST)
+    rungs = ", ".join(request.streaming.rungs(request.resolution))
+    blocks: list[JSONObject] = [
+        {"type": "text", "text": f"Stream ({rungs}): HLS {hls}, DASH {dash}."},
+        {
+            "type": "resource_link",
+            "uri": hls,
+            "name": MASTER_PLAYLIST,
+            "description": f"The HLS master playlist of the adaptive stream ({rungs}); its files are beside it.",
+            "mimeType": STREAM_MIME["m3u8"][0],
+            "annotations": {"audience": ["user"], "priority": 0.6, "lastModified": finished},
+        },
+        {
+            "type": "resource_link",
+            "uri": dash,
+            "name": DASH_MANIFEST,
+            "description": f"The DASH manifest of the same stream ({rungs}), over the same segments.",
+            "mimeType": STREAM_MIME["mpd"][0],
+            "annotations": {"audience": ["user"], "priority": 0.5, "lastModified": finished},
+        },
+    ]
+    described = {"hls": hls, "dash": dash, "ladder": list(request.streaming.rungs(request.resolution))}
+    return {
+        **result,
+        "content": [*content, *blocks],
+        "_meta": {**(meta if isinstance(meta, dict) else {}), STREAM_META_KEY: described},
+    }

@@ -46,26 +46,28 @@ def with_stream(result: JSONObject, render_id: str, request: RenderRequest, arti
     rungs = ", ".join(request.streaming.rungs(request.resolution))
     blocks: list[JSONObject] = [
         {"type": "text", "text": f"Stream ({rungs}): HLS {hls}, DASH {dash}."},
-        {
-            "type": "resource_link",
-            "uri": hls,
-            "name": MASTER_PLAYLIST,
-            "description": f"The HLS master playlist of the adaptive stream ({rungs}); its files are beside it.",
-            "mimeType": STREAM_MIME["m3u8"][0],
-            "annotations": {"audience": ["user"], "priority": 0.6, "lastModified": finished},
-        },
-        {
-            "type": "resource_link",
-            "uri": dash,
-            "name": DASH_MANIFEST,
-            "description": f"The DASH manifest of the same stream ({rungs}), over the same segments.",
-            "mimeType": STREAM_MIME["mpd"][0],
-            "annotations": {"audience": ["user"], "priority": 0.5, "lastModified": finished},
-        },
+        _link(
+            hls, f"The HLS master playlist of the adaptive stream ({rungs}); its files are beside it.", 0.6, finished
+        ),
+        _link(dash, f"The DASH manifest of the same stream ({rungs}), over the same segments.", 0.5, finished),
     ]
     described = {"hls": hls, "dash": dash, "ladder": list(request.streaming.rungs(request.resolution))}
     return {
         **result,
         "content": [*content, *blocks],
         "_meta": {**(meta if isinstance(meta, dict) else {}), STREAM_META_KEY: described},
+    }
+
+
+def _link(uri: str, description: str, priority: float, finished: str) -> JSONObject:
+    name = uri.rsplit("/", 1)[1]
+    mime, _ = STREAM_MIME[name.rsplit(".", 1)[1]]
+    annotations: JSONObject = {"audience": ["user"], "priority": priority, "lastModified": finished}
+    return {
+        "type": "resource_link",
+        "uri": uri,
+        "name": name,
+        "description": description,
+        "mimeType": mime,
+        "annotations": annotations,
     }

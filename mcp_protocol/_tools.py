@@ -66,12 +66,9 @@ def _ok(structured: JSONObject, text: str | None = None) -> JSONObject:
 
 def _rungs_above(args: JSONObject, above: tuple[str, ...], resolution: str) -> VidforgeError:
     """The refusal of a stream's rungs larger than the render: the repair asks again without them."""
-    streaming = dict(args["streaming"])  # type: ignore[arg-type]  # an object: the schema passed it
-    kept = [rung for rung in streaming["ladder"] if rung not in above]  # type: ignore[union-attr]
-    if kept:
-        streaming["ladder"] = kept
-    else:
-        streaming.pop("ladder")
+    asked = cast(JSONObject, args["streaming"])  # an object with a ladder of strings: the schema passed it
+    kept = [rung for rung in cast(list[str], asked["ladder"]) if rung not in above]
+    streaming = {**asked, "ladder": kept} if kept else {key: value for key, value in asked.items() if key != "ladder"}
     return errors.invalid_argument(
         f"Invalid arguments for {RENDER_TOOL}.",
         "streaming.ladder",

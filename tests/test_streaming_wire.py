@@ -66,6 +66,9 @@ def test_a_rung_above_the_renders_resolution_is_refused_with_a_repair_without_it
     assert envelope["repair"]["arguments"]["streaming"] == {"ladder": ["720p", "360p"]}
     fixed = wire.tool(RENDER, envelope["repair"]["arguments"])
     assert fixed["structuredContent"]["code"] == "source_not_found"  # the repair passes the arguments
+    # Every rung above it: the repair asks for the default ladder, which is the rungs up to the resolution.
+    alone = wire.tool(RENDER, render_args(NOWHERE, "720p", ladder=["4k"], segment_s=2))["structuredContent"]
+    assert alone["repair"]["arguments"]["streaming"] == {"segment_s": 2}
 
 
 def test_a_streamed_renders_result_names_its_stream_and_its_files_are_its_owners(wire, media):

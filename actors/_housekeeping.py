@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from actors._registry_parts import DRIVER_LEASE_S, RegistryParts
 from mcp_protocol.domain import ApprovalTimedOut, TaskRecord, TaskStatus
 from mcp_protocol.state_outage import StateUnavailable
-from media_store.artifacts import delete_renders
+from media_store.artifacts import ExpiredRender, delete_renders
 from media_store.assets import hide_assets, settle_hidden
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,10 @@ class Housekeeping(RegistryParts):
 
         Files first: a crash in between leaves records whose files are gone, which the next sweep finishes,
         rather than orphaned files nothing points at."""
-        renders = [(rec.task_id, rec.artifact.ext if rec.artifact else None) for rec in recs]
+        renders = [
+            ExpiredRender(rec.task_id, rec.artifact.ext if rec.artifact else None, rec.request.streaming is not None)
+            for rec in recs
+        ]
         await asyncio.to_thread(delete_renders, self._media, renders)
         self._store.delete_tasks([rec.task_id for rec in recs])
         self._records.forget(rec.task_id for rec in recs)

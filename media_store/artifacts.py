@@ -12,6 +12,7 @@ with their task. Nothing else knows this layout.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from media_store.base import MediaStore
 
@@ -61,14 +62,24 @@ def discard(media: MediaStore, render_id: str) -> None:
     media.delete_prefix(artifact_prefix(render_id))
 
 
-def delete_renders(media: MediaStore, renders: Iterable[tuple[str, str | None]]) -> None:
-    """The retention sweep's deletion, in one batch (a request per thousand files on a bucket): each (render
-    id, video extension) loses its preview and source frame and, with an extension (it completed with a video), its
-    video, the video's poster, its contact sheet and its stream (its files listed first: one more request each)."""
+class ExpiredRender(NamedTuple):
+    """A render the retention sweep deletes: its id, its video's extension (None: it completed with no video) and
+    whether it made a stream."""
+
+    render_id: str
+    ext: str | None
+    streamed: bool = False
+
+
+def delete_renders(media: MediaStore, renders: Iterable[ExpiredRender]) -> None:
+    """The retention sweep's deletion, in one batch (a request per thousand files on a bucket): each render loses its
+    preview and source frame and, with an extension (it completed with a video), its video, the video's poster and
+    its contact sheet; a streamed one its stream too (its files listed first: one more request each)."""
     keys = []
-    for render_id, ext in renders:
+    for render_id, ext, streamed in renders:
         keys += [preview_key(render_id), source_frame_key(render_id)]
         if ext is not None:
             keys += [final_key(render_id, ext), poster_key(render_id), contact_sheet_key(render_id)]
+        if streamed:
             keys += [found.key for found in media.list(stream_prefix(render_id) + "/")]
     media.delete(keys)

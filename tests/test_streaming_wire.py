@@ -9,7 +9,7 @@ import base64
 import pytest
 
 from mcp_protocol.streams import STREAM_META_KEY
-from media_store.artifacts import delete_renders, final_key, stream_key
+from media_store.artifacts import ExpiredRender, delete_renders, final_key, stream_key
 from media_store.local import LocalMediaStore
 from tests.fast_wire import Media, fast_wire
 from tests.harness import COMPLETED_FIELDS
@@ -130,6 +130,22 @@ def test_the_retention_sweep_deletes_a_streams_files_with_its_render(tmp_path):
     for name in ("master.m3u8", "720p.m3u8", "init-0.mp4", "seg-0-00001.m4s"):
         media.put_bytes(stream_key("task_a", name), b"stream")
     media.put_bytes(stream_key("task_b", "master.m3u8"), b"another render's")
-    delete_renders(media, [("task_a", "mp4")])
+    delete_renders(media, [ExpiredRender("task_a", "mp4", streamed=True)])
     assert media.list("artifacts/task_a/") == []
     assert [found.key for found in media.list("artifacts/")] == [stream_key("task_b", "master.m3u8")]
+
+
+def test_the_sweep_lists_no_stream_for_a_render_that_made_none(tmp_path):
+    """On a bucket a listing is a request of its own: a render without a stream costs the sweep none."""
+
+    class CountingStore(LocalMediaStore):
+        listed: list[str] = []
+
+        def list(self, prefix, **kwargs):
+            self.listed.append(prefix)
+            return super().list(prefix, **kwargs)
+
+    media = CountingStore(str(tmp_path))
+    media.put_bytes(final_key("task_c", "mp4"), b"video")
+    delete_renders(media, [ExpiredRender("task_c", "mp4"), ExpiredRender("task_d", None)])
+    assert media.listed == [] and media.list("artifacts/") == []

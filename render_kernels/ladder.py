@@ -102,7 +102,6 @@ class RungEncoder:
         keyframe_interval: int,
         threads: int,
     ):
-        self.rung = rung
         self.width, self.height = size
         options = rung_options(rung, keyframe_interval)
         self.encoder = open_video_encoder(LADDER_ENCODER, *size, rate, threads, options, sample_aspect)

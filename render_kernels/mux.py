@@ -155,12 +155,19 @@ class _VideoTrack:
                 raise ValueError("segments were encoded with different codecs, sizes, rates or codec headers")
             if segment.index != self.next_index:
                 raise ValueError(f"segment {segment.index} came where segment {self.next_index} belongs")
-            tb = Fraction(*segment.time_base)
-            for data, pts, dts, key in zip(segment.packets, segment.pts, segment.dts, segment.keyframes):
-                yield timed_packet(data, pts + self.frames, dts + self.frames, tb, stream, key)
+            yield from segment_packets(segment, stream, self.frames)
             self.frames += segment.frame_count
             self.next_index += 1
             del segment  # before the next one is fetched: one segment in memory at a time
+
+
+def segment_packets(
+    segment: EncodedSegment, stream: av.VideoStream, offset: int
+) -> Iterator[av.Packet[av.stream.Stream]]:
+    """`segment`'s packets on `stream`, timed `offset` frames later (the frames of the segments before it)."""
+    tb = Fraction(*segment.time_base)
+    for data, pts, dts, key in zip(segment.packets, segment.pts, segment.dts, segment.keyframes, strict=True):
+        yield _timed_packet(data, pts + offset, dts + offset, tb, stream, key)
 
 
 def video_stream_for(
@@ -188,10 +195,10 @@ def audio_track(container: av.container.OutputContainer, audio: EncodedAudio) ->
 def _audio_packets(audio: EncodedAudio, stream: av.AudioStream) -> Iterator[av.Packet[av.stream.Stream]]:
     tb = Fraction(*audio.time_base)
     for data, pts, dts in zip(audio.packets, audio.pts, audio.dts):
-        yield timed_packet(data, pts, dts, tb, stream, True)
+        yield _timed_packet(data, pts, dts, tb, stream, True)
 
 
-def timed_packet(
+def _timed_packet(
     data: bytes, pts: int, dts: int, time_base: Fraction, stream: av.VideoStream | av.AudioStream, keyframe: bool
 ) -> av.Packet[av.stream.Stream]:
     packet = av.Packet(data)

@@ -23,7 +23,7 @@ import m3u8
 
 from .audio import EncodedAudio
 from .ladder import LadderSpec, sample_aspects
-from .mux import audio_track, decode_time, popped_first, timed_packet, video_stream_for
+from .mux import audio_track, decode_time, popped_first, segment_packets, video_stream_for
 from .source_info import frame_rate
 from .video import EncodedSegment
 
@@ -43,10 +43,8 @@ class Rendition:
     codecs: str  # RFC 6381, as in the DASH manifest
     width: int
     height: int
-    segments: int
     bandwidth_bps: int  # peak: the highest rate of any one segment
     average_bandwidth_bps: int
-    size_bytes: int
 
 
 @dataclass(frozen=True)
@@ -130,16 +128,10 @@ def _rung_packets(
             raise ValueError(f"segment {chunk.index} came where {index} belongs")
         if offset % interval:
             raise ValueError(f"segment {chunk.index} starts at frame {offset}, between two of the ladder's keyframes")
-        rungs = [_timed(rung, stream, offset) for rung, stream in zip(chunk.rungs, streams, strict=True)]
+        rungs = [segment_packets(rung, stream, offset) for rung, stream in zip(chunk.rungs, streams, strict=True)]
         yield from heapq.merge(*rungs, key=decode_time)
         offset += chunk.frame_count
         del chunk, rungs  # before the next one is fetched: one chunk in memory at a time
-
-
-def _timed(rung: EncodedSegment, stream: av.VideoStream, offset: int) -> Iterator[av.Packet[av.stream.Stream]]:
-    tb = Fraction(*rung.time_base)
-    for data, pts, dts, key in zip(rung.packets, rung.pts, rung.dts, rung.keyframes, strict=True):
-        yield timed_packet(data, pts + offset, dts + offset, tb, stream, key)
 
 
 @dataclass(frozen=True)
@@ -273,8 +265,6 @@ def _rendition(representation: _Representation, name: str, segments: list[tuple[
         codecs=representation.codecs,
         width=representation.width,
         height=representation.height,
-        segments=len(segments),
         bandwidth_bps=max(math.ceil(size * 8 / duration) for _, duration, size in segments if duration > 0),
         average_bandwidth_bps=math.ceil(total_bytes * 8 / total_s),
-        size_bytes=total_bytes,
     )

@@ -42,7 +42,6 @@ from serve_app.rendering._render_driver import RenderRun, run_render
 from serve_app.rendering._render_job import RenderJob, RenderRejected
 from serve_app.rendering._render_pool import RenderPool
 from serve_app.rendering._render_tasks import FrameTally, SegmentTask
-from serve_app.rendering.supervisor import render_job
 
 pytestmark = pytest.mark.ray
 
@@ -594,6 +593,6 @@ def test_every_render_job_is_cut_no_finer_than_the_server_says(media, tmp_path):
         ttl_ms=86_400_000,
         poll_interval_ms=1000,
     )
-    assert render_job(rec, config, assets).min_segment_s == SEGMENT_S
+    assert RenderJob.of_record(rec, config, assets).min_segment_s == SEGMENT_S
     default = Config(data_dir=config.data_dir)
-    assert render_job(rec, default, assets).min_segment_s == MIN_SEGMENT_S == 5.0
+    assert RenderJob.of_record(rec, default, assets).min_segment_s == MIN_SEGMENT_S == 5.0

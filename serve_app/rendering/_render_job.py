@@ -9,7 +9,16 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
+from mcp_protocol.domain import TaskRecord
 from mcp_protocol.progress import RenderProgress
+from media_store.artifacts import (
+    contact_sheet_key,
+    final_key,
+    poster_key,
+    preview_key,
+    source_frame_key,
+    stream_prefix,
+)
 from media_store.base import MediaStore
 from media_store.local import LocalMediaStore
 from render_kernels.ladder import LadderSpec
@@ -20,9 +29,10 @@ from render_kernels.preview import Still
 from render_kernels.qc.findings import QcRequest, QcThresholds
 from render_kernels.qc.sheet import SHEET_TILES
 from render_kernels.source_info import SourceInfo
-from render_kernels.spec import RenderSpec
+from render_kernels.spec import RenderSpec, WatermarkSpec
 from render_kernels.video import EncodedSegment
 from serve_app._config import Config
+from serve_app.media.assets import AssetStore
 from serve_app.media.media_limits import media_limits
 from serve_app.media.media_probe import ParseBounds
 from serve_app.rendering._render_stream import StreamPackaging
@@ -33,6 +43,7 @@ from serve_app.rendering._render_tasks import (
     SegmentTask,
     TallyRef,
     TaskRef,
+    progress_interval_s,
 )
 
 T = TypeVar("T")
@@ -75,6 +86,44 @@ class RenderJob:
     # `media`); None: no stream.
     ladder: LadderSpec | None = None
     stream_prefix: str | None = None
+
+    @classmethod
+    def of_record(cls, rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob:
+        """The job a task's record asks for, with the server's settings: its assets resolved in `assets`, its files
+        at media_store.artifacts' keys."""
+        request, principal, task_id = rec.request, rec.principal, rec.task_id
+        source = assets.resolve(request.source_asset_uri, principal, "source_asset_uri")
+        watermark = None
+        if (wm := request.watermark) is not None:
+            image = assets.resolve(wm.image_asset_uri, principal, "watermark.image_asset_uri")
+            watermark = WatermarkSpec(image=assets.media_of(image), position=wm.position, opacity=wm.opacity)
+        spec = RenderSpec(output_format=request.output_format, resolution=request.resolution, watermark=watermark)
+        streaming = request.streaming
+        ladder = LadderSpec(streaming.rungs(request.resolution), streaming.segment_s) if streaming is not None else None
+        return cls(
+            source_path=assets.media_of(source),
+            spec=spec,
+            out_path=final_key(task_id, request.output_format),
+            preview_path=preview_key(task_id) if watermark else None,
+            source_frame_path=source_frame_key(task_id) if watermark else None,
+            poster_path=poster_key(task_id),
+            qc=config.qc_thresholds() if config.qc else None,
+            contact_sheet_path=contact_sheet_key(task_id) if config.qc else None,
+            qc_fidelity=config.qc_fidelity,
+            workers=config.render_workers,
+            parse=ParseBounds.of(config),
+            limits=media_limits(config),
+            media=assets.media,
+            principal=principal,
+            segment_max_megapixels=config.segment_max_megapixels,
+            min_segment_s=config.min_segment_s,
+            gpu=config.gpu,
+            gpu_wait_s=config.gpu_wait_s,
+            source_info=assets.source_info(source),
+            progress_interval_s=progress_interval_s(config.poll_interval_ms),
+            ladder=ladder,
+            stream_prefix=stream_prefix(task_id) if ladder is not None else None,
+        )
 
     def __post_init__(self) -> None:
         if self.spec.watermark is not None and not self.preview_path:

@@ -61,25 +61,16 @@ from mcp_protocol.quality import QcReport
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.timefmt import now_ms
 from media_store.artifacts import (
-    contact_sheet_key,
     discard,
-    final_key,
-    poster_key,
-    preview_key,
-    source_frame_key,
-    stream_prefix,
 )
 from render_kernels.errors import UnsupportedMedia
-from render_kernels.ladder import LadderSpec
 from render_kernels.mux import MuxStats
 from render_kernels.qc.findings import QcReport as KernelQcReport
-from render_kernels.spec import RenderSpec, WatermarkSpec
 from serve_app._config import Config
 from serve_app._handles import registry_client
 from serve_app.media.assets import AssetStore
 from serve_app.media.disk_full import is_disk_full
-from serve_app.media.media_limits import media_limits, media_refusal
-from serve_app.media.media_probe import ParseBounds
+from serve_app.media.media_limits import media_refusal
 from serve_app.observability.catalog import ENCODE_SPEED, ENCODED_FRAMES, RENDER_DURATION, RENDER_QUEUE
 from serve_app.observability.metric import principal_label
 from serve_app.observability.process import observe_process
@@ -87,7 +78,7 @@ from serve_app.rendering._autoscaling import ElasticCluster
 from serve_app.rendering._render_driver import RenderRun
 from serve_app.rendering._render_job import RenderJob, RenderRejected, RenderTimings
 from serve_app.rendering._render_pool import RenderPool
-from serve_app.rendering._render_tasks import TaskHost, progress_interval_s
+from serve_app.rendering._render_tasks import TaskHost
 from serve_app.rendering._scheduling import SegmentScheduler
 from serve_app.rendering._warm_pool import WarmPool
 
@@ -181,42 +172,6 @@ async def run_render_within(limit_s: float, run: RenderRun) -> MuxStats:
         if deadline.expired():
             raise RenderTimedOut from None
         raise
-
-
-def render_job(rec: TaskRecord, config: Config, assets: AssetStore) -> RenderJob:
-    request, principal, task_id = rec.request, rec.principal, rec.task_id
-    source = assets.resolve(request.source_asset_uri, principal, "source_asset_uri")
-    watermark = None
-    if (wm := request.watermark) is not None:
-        image = assets.resolve(wm.image_asset_uri, principal, "watermark.image_asset_uri")
-        watermark = WatermarkSpec(image=assets.media_of(image), position=wm.position, opacity=wm.opacity)
-    spec = RenderSpec(output_format=request.output_format, resolution=request.resolution, watermark=watermark)
-    streaming = request.streaming
-    ladder = LadderSpec(streaming.rungs(request.resolution), streaming.segment_s) if streaming is not None else None
-    return RenderJob(
-        source_path=assets.media_of(source),
-        spec=spec,
-        out_path=final_key(task_id, request.output_format),
-        preview_path=preview_key(task_id) if watermark else None,
-        source_frame_path=source_frame_key(task_id) if watermark else None,
-        poster_path=poster_key(task_id),
-        qc=config.qc_thresholds() if config.qc else None,
-        contact_sheet_path=contact_sheet_key(task_id) if config.qc else None,
-        qc_fidelity=config.qc_fidelity,
-        workers=config.render_workers,
-        parse=ParseBounds.of(config),
-        limits=media_limits(config),
-        media=assets.media,
-        principal=principal,
-        segment_max_megapixels=config.segment_max_megapixels,
-        min_segment_s=config.min_segment_s,
-        gpu=config.gpu,
-        gpu_wait_s=config.gpu_wait_s,
-        source_info=assets.source_info(source),
-        progress_interval_s=progress_interval_s(config.poll_interval_ms),
-        ladder=ladder,
-        stream_prefix=stream_prefix(task_id) if ladder is not None else None,
-    )
 
 
 def elastic_cluster(config: Config) -> ElasticCluster | None:
@@ -347,7 +302,7 @@ class RenderSupervisor:
             if started is None or started.cancel_requested:  # the first checkpoint: ended or cancelled before any work
                 raise asyncio.CancelledError
             rec = started
-            job = render_job(rec, config, self.assets)
+            job = RenderJob.of_record(rec, config, self.assets)
             run = RenderRun(job, RegistryHooks(self.registry, rec, config), self.pool)
             stats = await run_render_within(config.render_timeout_s, run)
         except (asyncio.CancelledError, Exception) as exc:

@@ -18,6 +18,7 @@ import av
 import m3u8
 import pytest
 
+from mcp_protocol import streams as wire_streams
 from render_kernels.audio import encode_audio
 from render_kernels.ladder import DEFAULT_RUNGS, RUNGS, LadderSpec
 from render_kernels.plan import plan_segments
@@ -225,3 +226,12 @@ def test_a_rung_a_little_off_the_pictures_shape_shows_at_it_and_is_packaged(stre
         "720p.m3u8",
         "480p.m3u8",
     ]
+
+
+def test_every_file_the_packager_writes_is_a_resource_the_wire_serves(stream):
+    """The wire cannot import the kernels: its entry-point names and its file-name rule are checked against what the
+    packager writes."""
+    _, _, _, package = stream
+    assert (wire_streams.MASTER_PLAYLIST, wire_streams.DASH_MANIFEST) == (MASTER_PLAYLIST, DASH_MANIFEST)
+    for name in package.files:
+        assert wire_streams.STREAM_FILE_URI.fullmatch(wire_streams.stream_file_uri("task_x", name)), name

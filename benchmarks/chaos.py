@@ -347,7 +347,7 @@ def run_chaos(short: bool, count: int | None = None, seed: int = 20261203) -> Ch
         clips["short"] = make_clip(str(work / "short.mp4"), seconds=1.0, width=160, height=90)
         logo = make_watermark_png(str(work / "logo.png"), w=64, h=32, rgba=(255, 255, 255, 200))
         env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": str(quota)}
-        server = ServerProcess(work / "data", env=env, tokens=PRINCIPALS).start()
+        server = ServerProcess(work / "data", env=env, tokens=PRINCIPALS, warm_pool=True).start()
         try:
             assets = {
                 (token, name): upload(server, path, token)

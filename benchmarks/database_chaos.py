@@ -107,7 +107,7 @@ def main() -> int:
     clip = make_clip(str(work / "clip.mp4"), seconds=3.0, width=640, height=360)
     frames = decode_all(clip, keep="none").frame_count
     gone_s: list[float] = []
-    server = ServerProcess(work / "data", env=env, tokens=PRINCIPALS)
+    server = ServerProcess(work / "data", env=env, tokens=PRINCIPALS, warm_pool=True)
     try:
         server.start()
         load = Load(server, {token: upload(server, clip, token) for token in PRINCIPALS})

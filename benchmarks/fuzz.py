@@ -28,7 +28,7 @@ TOKEN = "tok-fuzz"
 def run(requests: int) -> tuple[Counter[str], float]:
     """Answers by route and status class, and the seconds the requests took."""
     with tempfile.TemporaryDirectory(prefix="vidforge-fuzz-") as tmp:
-        server = ServerProcess(Path(tmp) / "data", tokens={TOKEN: "fuzzer"}).start()
+        server = ServerProcess(Path(tmp) / "data", tokens={TOKEN: "fuzzer"}, warm_pool=True).start()
         try:
             started = time.monotonic()
             seen = run_fuzz(server.base, TOKEN, requests)

@@ -166,7 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> list[tuple[str, str]]:
     with tempfile.TemporaryDirectory(prefix="vidforge-isolation-") as tmp:
         workdir = Path(tmp)
-        server = ServerProcess(workdir / "data", tokens=TOKENS)
+        server = ServerProcess(workdir / "data", tokens=TOKENS, warm_pool=True)
         started = time.perf_counter()
         server.start()
         print(f"server up in {time.perf_counter() - started:.1f} s ({server.base})")

@@ -52,7 +52,7 @@ class BenchServer:
         data_dir = Path(workdir) / "server-data"
         shutil.rmtree(data_dir, ignore_errors=True)
         os.makedirs(workdir, exist_ok=True)
-        self.proc = ServerProcess(data_dir, env=env, tokens=self.tokens)
+        self.proc = ServerProcess(data_dir, env=env, tokens=self.tokens, warm_pool=True)
 
     def __enter__(self) -> BenchServer:
         # `timeout` and `kill` send SIGTERM, which would end this process without `__exit__`, leaving the server

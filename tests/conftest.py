@@ -257,7 +257,7 @@ def importing_env(ca: CertificateAuthority) -> dict[str, str]:
 def shared_server(request, tmp_path_factory, import_ca):
     env = {**SHARED_ENV, "VIDFORGE_ALLOWED_ORIGINS": SHARED_ALLOWED_ORIGIN, **importing_env(import_ca)}
     tokens = module_tokens(request.session)
-    with ServerProcess(tmp_path_factory.mktemp("shared") / "data", env=env, tokens=tokens) as proc:
+    with ServerProcess(tmp_path_factory.mktemp("shared") / "data", env=env, tokens=tokens, warm_pool=True) as proc:
         _started["shared_server"] = proc
         yield proc
 

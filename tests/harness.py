@@ -207,24 +207,24 @@ def head_env(s3_server: Any, state_url: str, review_key: str) -> dict[str, str]:
 class ServerProcess:
     """`vidforge serve` as a subprocess with its own data dir, tokens and environment.
 
-    `renders=False` is for a server no test renders on, and a module's choice (it says so in its docstring): the server
-    starts without the warm pool (VIDFORGE_WARM_POOL=false). The pool's first round is in the start path and its
-    workers live as long as the server: measured on the 2-core machine, ~6 CPU-s and ~5 s more per start and ~390 MiB
-    more resident. Every server a render may run on keeps the production default (on), the shared ones included, and
-    tests/test_warm_pool.py checks the pool itself."""
+    A server starts without the warm pool (VIDFORGE_WARM_POOL=false) unless `warm_pool=True`: the pool's first round
+    is in the start path and its workers live as long as the server, ~10 CPU-s and ~5 s more per start on the 2-core
+    machine, of which a module's few renders win back ~3. `shared_server` keeps the production default (on), so most
+    end-to-end renders run on warm workers; tests/test_warm_pool.py checks the pool itself, and the benchmarks
+    measure with it. The rest render on workers Ray starts on demand, as a server with the pool off does."""
 
     def __init__(
         self,
         data_dir: Path,
         env: dict[str, str] | None = None,
         tokens: dict[str, str] | None = None,
-        renders: bool = True,
+        warm_pool: bool = False,
     ):
         self.data_dir = data_dir
         self.port = free_port()
         self.env = dict(os.environ)
         self.env.update({"VIDFORGE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", **RAY_START_ENV})
-        if not renders:
+        if not warm_pool:
             self.env["VIDFORGE_WARM_POOL"] = "false"
         self.env.pop("RAY_ADDRESS", None)
         if tokens is not None:

@@ -162,7 +162,7 @@ def test_serve_without_ray_address_runs_its_own_ray_beside_a_running_cluster(clu
     try:
         (ray_tmp / "ray").mkdir()
         (ray_tmp / "ray" / "ray_current_cluster").write_text(cluster.address)
-        with ServerProcess(tmp_path / "data", env={"RAY_TMPDIR": str(ray_tmp)}, renders=False) as alone:
+        with ServerProcess(tmp_path / "data", env={"RAY_TMPDIR": str(ray_tmp)}) as alone:
             log = alone.log_path.read_text().splitlines()
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)

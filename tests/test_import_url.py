@@ -648,11 +648,10 @@ def test_imports_at_once_are_capped_and_a_task_cancels(shared_server, media_orig
 @pytest.fixture(scope="module")
 def default_server(tmp_path_factory, import_ca):
     """A server with the import settings at their defaults; it trusts the test CA, so a fetch would succeed. Its
-    imports are refused before any render: it starts without the warm pool."""
+    imports are refused before any render."""
     with ServerProcess(
         tmp_path_factory.mktemp("import-defaults") / "data",
         env={"SSL_CERT_FILE": str(import_ca.ca_file)},
-        renders=False,
     ) as proc:
         yield proc
 

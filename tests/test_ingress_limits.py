@@ -4,8 +4,7 @@ Per-principal caps (held cluster-wide by the lease ledger) on listen streams, up
 the cap with 429 + Retry-After + the contract's envelope, another principal unaffected, a slot freed when its
 stream or upload closes and when the replica holding it dies; the `taskIds` cap; listen streams that can no
 longer sleep forever; and the replica's bounded queue answering 503 + Retry-After. Caps are set low through the
-environment so every limit is reached in a few requests. The ledger's rules are also checked in-process. No test here
-renders: the servers start without the warm pool (`renders=False`, tests/harness.py).
+environment so every limit is reached in a few requests. The ledger's rules are also checked in-process.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ def server(tmp_path_factory):
         "VIDFORGE_MAX_LISTEN_TASK_IDS": "3",
         "VIDFORGE_LEASE_TTL_S": "3",
     }
-    with ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=env, tokens=TOKENS, renders=False) as proc:
+    with ServerProcess(tmp_path_factory.mktemp("limits") / "data", env=env, tokens=TOKENS) as proc:
         yield proc
 
 
@@ -63,14 +62,14 @@ def small_server(tmp_path_factory):
         "VIDFORGE_MAX_DOWNLOADS": "0",
     }
     data_dir = tmp_path_factory.mktemp("limits-small") / "data"
-    with ServerProcess(data_dir, env=env, tokens=TOKENS, renders=False) as proc:
+    with ServerProcess(data_dir, env=env, tokens=TOKENS) as proc:
         yield proc
 
 
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("limits-two") / "data"
-    with ServerProcess(data_dir, env={"VIDFORGE_REPLICAS": "2"}, renders=False) as proc:
+    with ServerProcess(data_dir, env={"VIDFORGE_REPLICAS": "2"}) as proc:
         yield proc
 
 

@@ -151,7 +151,7 @@ def test_inspect_without_tasks_answers_accepted_then_the_result(tmp_path):
     short VIDFORGE_INSPECT_WAIT_S) gets `accepted` and a follow_up to call again; calling again finds the same
     inspection, and once it has ended, answers it."""
     env = {"VIDFORGE_INSPECT_WAIT_S": "0.2"}
-    with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "quality"}, renders=False) as server:
+    with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "quality"}) as server:
         clip = make_clip(str(tmp_path / "clip.mp4"), seconds=30, width=640, height=360)
         source = upload(server, clip, TOKEN)
         wire = Wire(server.url, token=TOKEN)  # no tasks extension

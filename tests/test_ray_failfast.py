@@ -2,7 +2,7 @@
 `vidforge serve` says in one line what died and exits 3, its port free; until it has, `/healthz` says 503. A
 TaskRegistry that does not answer makes `tasks/get` answer the contract's temporary error, not hang. A port that
 another program holds when the ingress binds is the same one line as the check before Ray starts. No test renders:
-every start here, the in-process one too, is without the warm pool (`renders=False`)."""
+every start here, the in-process one too, is without the warm pool (as a ServerProcess starts by default)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def assert_stopped_saying(server: ServerProcess, what: str) -> None:
 
 def test_a_killed_raylet_ends_the_server_with_one_line_and_frees_its_port(tmp_path):
     # A registry read would wait this long: the poll below is answered at once, or not by this bound.
-    server = ServerProcess(tmp_path / "data", env={"VIDFORGE_REGISTRY_TIMEOUT_S": "600"}, renders=False).start()
+    server = ServerProcess(tmp_path / "data", env={"VIDFORGE_REGISTRY_TIMEOUT_S": "600"}).start()
     try:
         assert healthz(server) == 200
         raylet = system_process(server, "raylet")
@@ -99,7 +99,7 @@ def test_a_killed_raylet_ends_the_server_with_one_line_and_frees_its_port(tmp_pa
 
 
 def test_a_hung_registry_is_a_temporary_error_and_a_killed_gcs_ends_the_server(tmp_path):
-    server = ServerProcess(tmp_path / "data", env={"VIDFORGE_REGISTRY_TIMEOUT_S": "2"}, renders=False).start()
+    server = ServerProcess(tmp_path / "data", env={"VIDFORGE_REGISTRY_TIMEOUT_S": "2"}).start()
     wire = Wire(server.url, tasks=True)
     try:
         registry = actor_process(server, "TaskRegistry")
@@ -126,7 +126,7 @@ def test_a_joined_clusters_raylet_dying_ends_the_server_saying_it_had_joined(tmp
     # Short, outside pytest's tmp tree: Ray puts unix sockets under each node's temp dir (108-byte path limit).
     root = Path(tempfile.mkdtemp(prefix="vff-", dir="/tmp"))
     cluster = LocalCluster(root)
-    server = ServerProcess(tmp_path / "data", env={**cluster.env, "RAY_ADDRESS": cluster.address}, renders=False)
+    server = ServerProcess(tmp_path / "data", env={**cluster.env, "RAY_ADDRESS": cluster.address})
     try:
         cluster.start(worker_cpus=())
         server.start()
@@ -148,7 +148,7 @@ def test_a_port_taken_once_ray_has_started_is_the_same_one_line(tmp_path, monkey
     `deploy` answers it as that check does."""
     (tmp_path / "data").mkdir()
     monkeypatch.setenv("VIDFORGE_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("VIDFORGE_WARM_POOL", "false")  # nothing renders here (as ServerProcess(renders=False))
+    monkeypatch.setenv("VIDFORGE_WARM_POOL", "false")  # nothing renders here (as a ServerProcess starts)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

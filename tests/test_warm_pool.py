@@ -147,7 +147,7 @@ def workers_of_a_render(server: ServerProcess, wire: Wire, source: str) -> tuple
 @pytest.mark.ray
 def test_renders_run_in_workers_warmed_before_them_even_after_the_idle_threshold(tmp_path):
     env = {IDLE_THRESHOLD_ENV: str(IDLE_THRESHOLD_MS)}
-    with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "warm"}) as server:
+    with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "warm"}, warm_pool=True) as server:
         # The server serves once the pool is warm: one worker per CPU and the CPU-less ones, kernels loaded.
         ready = httpx.get(f"{server.base}/readyz", timeout=30)
         assert ready.json() == {"status": "ready", "state": "available"}, ready.text

@@ -1,13 +1,15 @@
 """Issue 37 end to end: a real `vidforge serve` delivers its renders' webhooks to a real HTTPS receiver on loopback
 (a self-signed CA the server trusts through SSL_CERT_FILE; 127.0.0.1 allowed by VIDFORGE_WEBHOOK_ALLOW_HOSTS), from
-the registry's outbox, through the dispatcher actor. Short clips: the renders take seconds."""
+the registry's outbox, through the dispatcher actor. Short clips: the renders take seconds. One server for the module,
+killed and started again by the tests that need it; each test is a principal of its own, so each sees only its own
+deliveries (`GET /webhooks` lists the caller's)."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +23,10 @@ from tests.test_webhooks import Receiver
 pytestmark = pytest.mark.ray
 
 RENDER = "vidforge_render_video"
-TOKEN, PRINCIPAL, SECRET = "tok-hooks", "hooks", "whsec_live"
+SECRET = "whsec_live"
+# One principal per test: `deliveries` lists the caller's only.
+SIGNED, RESTARTED, RUNNING = "tok-hooks", "tok-hooks-restart", "tok-hooks-running"
+TOKENS = {SIGNED: "hooks", RESTARTED: "hooks-restart", RUNNING: "hooks-running"}
 METADATA = {"order": "o-42", "user": "u-7"}
 DELIVERY_S = 120  # a render of a short clip, then a delivery (a retry after a restart: seconds of backoff)
 # The clip a cancel or a kill must find still rendering: 1 200 frames to encode at 720p (~12 s on the 2-core machine,
@@ -47,15 +52,18 @@ def clips(tmp_path_factory) -> dict[str, str]:
     }
 
 
-def hooked_server(tmp_path: Path, ca: CertificateAuthority) -> ServerProcess:
-    secrets = tmp_path / "webhook-secrets.json"
-    secrets.write_text(json.dumps({PRINCIPAL: [SECRET]}))
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ca: CertificateAuthority) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("webhook-live")
+    secrets = root / "webhook-secrets.json"
+    secrets.write_text(json.dumps({principal: [SECRET] for principal in TOKENS.values()}))
     env = {
         "SSL_CERT_FILE": str(ca.ca_file),
         "VIDFORGE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
         "VIDFORGE_WEBHOOK_SECRETS_FILE": str(secrets),
     }
-    return ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: PRINCIPAL})
+    with ServerProcess(root / "data", env=env, tokens=TOKENS) as process:
+        yield process
 
 
 def render(wire: Wire, source: str, url: str, **extra: object) -> str:
@@ -65,9 +73,9 @@ def render(wire: Wire, source: str, url: str, **extra: object) -> str:
     return str(result["structuredContent"]["render_id"])
 
 
-def deliveries(server: ServerProcess) -> list[dict]:
+def deliveries(server: ServerProcess, token: str) -> list[dict]:
     """`GET /webhooks`: the caller's deliveries, as the server records them."""
-    answer = httpx.get(f"{server.base}/webhooks", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    answer = httpx.get(f"{server.base}/webhooks", headers={"Authorization": f"Bearer {token}"}, timeout=30)
     assert answer.status_code == 200, answer.text
     return list(answer.json()["items"])
 
@@ -80,94 +88,90 @@ def bodies(receiver: Receiver, render_id: str) -> list[dict]:
     return [body for r in list(receiver.received) if (body := json.loads(r.body))["task_id"] == render_id]
 
 
-def test_each_event_of_a_render_is_delivered_once_signed_with_the_callers_metadata(tmp_path, ca, clips):
+def test_each_event_of_a_render_is_delivered_once_signed_with_the_callers_metadata(server, tmp_path, ca, clips):
     receiver = Receiver(ca)
     try:
-        with hooked_server(tmp_path, ca) as server:
-            wire = Wire(server.url, token=TOKEN)
-            source, long = upload(server, clips["short"], TOKEN), upload(server, clips["long"], TOKEN)
-            logo = upload(server, make_watermark_png(str(tmp_path / "logo.png")), TOKEN)
-            hook = receiver.url("/hook")
-            plain = wire.tool(RENDER, {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"})
-            assert plain["structuredContent"]["render_id"]
-            assert dispatchers(server) == []  # nothing to deliver yet: no process for it
+        wire = Wire(server.url, token=SIGNED)
+        source, long = upload(server, clips["short"], SIGNED), upload(server, clips["long"], SIGNED)
+        logo = upload(server, make_watermark_png(str(tmp_path / "logo.png")), SIGNED)
+        hook = receiver.url("/hook")
+        plain = wire.tool(RENDER, {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"})
+        assert plain["structuredContent"]["render_id"]
+        assert dispatchers(server) == []  # nothing to deliver yet (the module's first test): no process for it
 
-            watermarked = render(wire, source, hook, watermark={"image_asset_uri": logo})
-            (asked,) = wait_until(lambda: bodies(receiver, watermarked), DELIVERY_S, message="render.input_required")
-            assert asked["type"] == "render.input_required" and asked["metadata"] == METADATA
-            review = httpx.get(asked["review_url"], timeout=30)  # the link works: the review page, no token needed
-            assert review.status_code == 200 and watermarked in review.text
-            wire.tool("vidforge_approve_watermark", {"render_id": watermarked, "approved": True})
+        watermarked = render(wire, source, hook, watermark={"image_asset_uri": logo})
+        (asked,) = wait_until(lambda: bodies(receiver, watermarked), DELIVERY_S, message="render.input_required")
+        assert asked["type"] == "render.input_required" and asked["metadata"] == METADATA
+        review = httpx.get(asked["review_url"], timeout=30)  # the link works: the review page, no token needed
+        assert review.status_code == 200 and watermarked in review.text
+        wire.tool("vidforge_approve_watermark", {"render_id": watermarked, "approved": True})
 
-            cancelled = render(wire, long, hook)
-            wire.tool("vidforge_cancel_render", {"render_id": cancelled})
+        cancelled = render(wire, long, hook)
+        wire.tool("vidforge_cancel_render", {"render_id": cancelled})
 
-            def settled() -> bool:
-                listed = deliveries(server)
-                return len(listed) == 3 and all(item["state"] == "delivered" for item in listed)
+        def settled() -> bool:
+            listed = deliveries(server, SIGNED)
+            return len(listed) == 3 and all(item["state"] == "delivered" for item in listed)
 
-            wait_until(settled, DELIVERY_S, message="three events delivered")
-            assert [b["type"] for b in bodies(receiver, watermarked)] == ["render.input_required", "render.completed"]
-            assert [b["type"] for b in bodies(receiver, cancelled)] == ["render.cancelled"]
-            completed = bodies(receiver, watermarked)[1]
-            assert completed["state"] == "succeeded" and completed["render"]["render_id"] == watermarked
-            ids = [r.headers["Vidforge-Event-Id"] for r in receiver.received]
-            assert len(ids) == len(set(ids)) == 3  # each once
-            for got in receiver.received:
-                assert verify([SECRET], got.headers["Vidforge-Signature"], got.body)
-                assert json.loads(got.body)["metadata"] == METADATA and TOKEN not in got.body.decode()
-            wire.close()
+        wait_until(settled, DELIVERY_S, message="three events delivered")
+        assert [b["type"] for b in bodies(receiver, watermarked)] == ["render.input_required", "render.completed"]
+        assert [b["type"] for b in bodies(receiver, cancelled)] == ["render.cancelled"]
+        completed = bodies(receiver, watermarked)[1]
+        assert completed["state"] == "succeeded" and completed["render"]["render_id"] == watermarked
+        ids = [r.headers["Vidforge-Event-Id"] for r in receiver.received]
+        assert len(ids) == len(set(ids)) == 3  # each once
+        for got in receiver.received:
+            assert verify([SECRET], got.headers["Vidforge-Signature"], got.body)
+            assert json.loads(got.body)["metadata"] == METADATA and SIGNED not in got.body.decode()
+        wire.close()
     finally:
         receiver.stop()
 
 
-def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_restart(tmp_path, ca, clips):
+def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_restart(server, ca, clips):
     down = Receiver(ca)
     port = down.port
     down.stop()  # the receiver is down: every attempt fails to connect
     hook = f"https://127.0.0.1:{port}/hook"
-    server = hooked_server(tmp_path, ca).start()
     back: Receiver | None = None
     try:
-        wire = Wire(server.url, token=TOKEN)
-        source, long = upload(server, clips["short"], TOKEN), upload(server, clips["long"], TOKEN)
+        wire = Wire(server.url, token=RESTARTED)
+        source, long = upload(server, clips["short"], RESTARTED), upload(server, clips["long"], RESTARTED)
         render(wire, source, hook)
         cancelled = render(wire, long, hook)
         wire.tool("vidforge_cancel_render", {"render_id": cancelled})
         wire.close()
 
         def tried() -> bool:
-            listed = deliveries(server)
+            listed = deliveries(server, RESTARTED)
             return len(listed) == 2 and all(item["attempts"] >= 1 and item["state"] == "pending" for item in listed)
 
         wait_until(tried, DELIVERY_S, message="both events tried against the receiver that is down")
-        pending = sorted(item["event_id"] for item in deliveries(server))
+        pending = sorted(item["event_id"] for item in deliveries(server, RESTARTED))
         server.kill()  # SIGKILL: the server, its Ray, the dispatcher
         server.start()
         back = Receiver(ca, port=port)
         wait_until(
-            lambda: all(item["state"] == "delivered" for item in deliveries(server)),
+            lambda: all(item["state"] == "delivered" for item in deliveries(server, RESTARTED)),
             DELIVERY_S,
             message="every event delivered after the restart",
         )
         assert sorted(r.headers["Vidforge-Event-Id"] for r in back.received) == pending  # each acknowledged once
         assert all(verify([SECRET], r.headers["Vidforge-Signature"], r.body) for r in back.received)
     finally:
-        server.kill()
         if back is not None:
             back.stop()
 
 
 def test_a_render_with_a_destination_running_when_the_server_is_killed_is_delivered_after_its_restart(
-    tmp_path, ca, clips
+    server, ca, clips
 ):
     """Nothing pending in the outbox at the restart, but a render that will notify is still running: the restarted
     server starts the dispatcher (it starts none while nothing may be delivered), and the render's end arrives."""
     receiver = Receiver(ca)
-    server = hooked_server(tmp_path, ca).start()
     try:
-        wire = Wire(server.url, token=TOKEN)
-        long = upload(server, clips["long"], TOKEN)
+        wire = Wire(server.url, token=RUNNING)
+        long = upload(server, clips["long"], RUNNING)
         render_id = render(wire, long, receiver.url("/hook"))
         wait_until(
             lambda: (
@@ -179,7 +183,10 @@ def test_a_render_with_a_destination_running_when_the_server_is_killed_is_delive
         )
         wire.close()
         wait_until(lambda: dispatchers(server), DELIVERY_S, message="the dispatcher started by the render")
-        assert deliveries(server) == []
+        # Nothing in the outbox of any principal of the module's: only the running render asks for the dispatcher.
+        assert deliveries(server, RUNNING) == []
+        for token in (SIGNED, RESTARTED):
+            assert all(item["state"] == "delivered" for item in deliveries(server, token))
         killed_at = int(time.time())  # whole seconds, as the event's created_at
         server.kill()  # SIGKILL: the server, its Ray, the render and the dispatcher
         server.start()
@@ -188,5 +195,4 @@ def test_a_render_with_a_destination_running_when_the_server_is_killed_is_delive
         # It ended after the kill: the render was still running then, and the restarted server rendered it again.
         assert datetime.fromisoformat(ended["created_at"]).timestamp() >= killed_at, (ended["created_at"], killed_at)
     finally:
-        server.kill()
         receiver.stop()

@@ -2,8 +2,10 @@
 
 A render asked for with `streaming` delivers, beside its file, an adaptive stream: an HLS master playlist
 (`master.m3u8`) and a DASH manifest (`manifest.mpd`) over one set of CMAF segments, every file a resource under
-`vidforge://videos/<render_id>/stream/`. The finished result links the two entry points, names them in a text block
-and under `_meta` `com.vidforge/stream`; its `structuredContent` stays the contract's.
+`vidforge://videos/<render_id>/stream/`, with a storyboard for scrubbing (`storyboard.vtt`, a WebVTT map of tiles
+on `storyboard.jpg`) and an animated preview (`preview.webp`). The finished result links the two entry points, the
+storyboard and the preview, names them in a text block and under `_meta` `com.vidforge/stream`; its
+`structuredContent` stays the contract's.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from mcp_protocol.timefmt import iso_ms
 STREAM_META_KEY = "com.vidforge/stream"
 MASTER_PLAYLIST = "master.m3u8"
 DASH_MANIFEST = "manifest.mpd"
+STORYBOARD = "storyboard.vtt"
+ANIMATED_PREVIEW = "preview.webp"
 # One file of a stream: a name with one dot (no path, no `..`), matched whole.
 STREAM_FILE_URI = re.compile(
-    r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/stream/(?P<name>[A-Za-z0-9_-]{1,64}\.(?P<ext>m3u8|mpd|mp4|m4s))"
+    r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/stream/(?P<name>[A-Za-z0-9_-]{1,64}\.(?P<ext>m3u8|mpd|mp4|m4s|vtt|jpg|webp))"
 )
 # What each kind of stream file is, and whether a resource read answers it as text (playlists, manifests).
 STREAM_MIME = {
@@ -27,6 +31,9 @@ STREAM_MIME = {
     "mpd": ("application/dash+xml", True),
     "mp4": ("video/mp4", False),
     "m4s": ("video/iso.segment", False),
+    "vtt": ("text/vtt", True),
+    "jpg": ("image/jpeg", False),
+    "webp": ("image/webp", False),
 }
 
 
@@ -36,22 +43,35 @@ def stream_file_uri(render_id: str, name: str) -> str:
 
 def with_stream(result: JSONObject, render_id: str, request: RenderRequest, artifact: Artifact) -> JSONObject:
     """`result` (a CallToolResult about the finished video `artifact`) with its stream, when its request asked for
-    one: links to the HLS master playlist and the DASH manifest, a text block naming them, and both under `_meta`."""
+    one: links to the HLS master playlist, the DASH manifest, the storyboard and the preview, a text block naming
+    them, and all four under `_meta`."""
     if request.streaming is None:
         return result
     content, meta = result["content"], result.get("_meta")
     assert isinstance(content, list), "a CallToolResult's content"
     finished = iso_ms(artifact.finished_at_ms)
     hls, dash = stream_file_uri(render_id, MASTER_PLAYLIST), stream_file_uri(render_id, DASH_MANIFEST)
+    storyboard, preview = stream_file_uri(render_id, STORYBOARD), stream_file_uri(render_id, ANIMATED_PREVIEW)
     rungs = ", ".join(request.streaming.rungs(request.resolution))
     blocks: list[JSONObject] = [
-        {"type": "text", "text": f"Stream ({rungs}): HLS {hls}, DASH {dash}."},
+        {
+            "type": "text",
+            "text": f"Stream ({rungs}): HLS {hls}, DASH {dash}; storyboard {storyboard}, preview {preview}.",
+        },
         _link(
             hls, f"The HLS master playlist of the adaptive stream ({rungs}); its files are beside it.", 0.6, finished
         ),
         _link(dash, f"The DASH manifest of the same stream ({rungs}), over the same segments.", 0.5, finished),
+        _link(storyboard, "The stream's storyboard: WebVTT cues of thumbnail tiles, for scrubbing.", 0.3, finished),
+        _link(preview, "An animated preview of the stream's first seconds.", 0.4, finished),
     ]
-    described = {"hls": hls, "dash": dash, "ladder": list(request.streaming.rungs(request.resolution))}
+    described = {
+        "hls": hls,
+        "dash": dash,
+        "storyboard": storyboard,
+        "preview": preview,
+        "ladder": list(request.streaming.rungs(request.resolution)),
+    }
     return {
         **result,
         "content": [*content, *blocks],

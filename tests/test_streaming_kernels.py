@@ -8,6 +8,7 @@ demuxer, the `m3u8` parser) must see every rung frame-exact and every rule of RF
 from __future__ import annotations
 
 import math
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import replace
@@ -16,14 +17,27 @@ from pathlib import Path
 
 import av
 import m3u8
+import numpy as np
 import pytest
+from PIL import Image
 
 from mcp_protocol import streams as wire_streams
+from render_kernels import storyboard
 from render_kernels.audio import encode_audio
 from render_kernels.ladder import DEFAULT_RUNGS, RUNGS, LadderSpec
 from render_kernels.plan import plan_segments
 from render_kernels.probe import probe
 from render_kernels.spec import RenderSpec
+from render_kernels.storyboard import (
+    ANIMATED_PREVIEW,
+    PREVIEW_FPS,
+    PREVIEW_MAX_S,
+    PREVIEW_WIDTH,
+    STORYBOARD_SPRITE,
+    STORYBOARD_TILE_WIDTH,
+    STORYBOARD_VTT,
+    with_pictures,
+)
 from render_kernels.streaming import DASH_MANIFEST, MASTER_PLAYLIST, package_stream
 from render_kernels.video import encode_segment
 from tests.media import make_clip
@@ -233,5 +247,104 @@ def test_every_file_the_packager_writes_is_a_resource_the_wire_serves(stream):
     packager writes."""
     _, _, _, package = stream
     assert (wire_streams.MASTER_PLAYLIST, wire_streams.DASH_MANIFEST) == (MASTER_PLAYLIST, DASH_MANIFEST)
+    assert (wire_streams.STORYBOARD, wire_streams.ANIMATED_PREVIEW) == (STORYBOARD_VTT, ANIMATED_PREVIEW)
     for name in package.files:
+        assert wire_streams.STREAM_FILE_URI.fullmatch(wire_streams.stream_file_uri("task_x", name)), name
+
+
+@pytest.fixture(scope="module")
+def pictured(stream, tmp_path_factory):
+    """The stream, copied, with its storyboard and preview."""
+    _, _, _, package = stream
+    copy = tmp_path_factory.mktemp("pictured") / "out"
+    shutil.copytree(package.directory, copy)
+    return with_pictures(replace(package, directory=str(copy)))
+
+
+def source_pictures(source: str, size: tuple[int, int]) -> list[tuple[float, np.ndarray]]:
+    """Every picture of `source` with its time, scaled to `size`, as int16 RGB."""
+    with av.open(source) as container:
+        return [
+            (float(frame.time), np.asarray(frame.to_image().resize(size, Image.Resampling.BOX), dtype=np.int16))
+            for frame in container.decode(video=0)
+        ]
+
+
+def nearest_time(picture: Image.Image, candidates: list[tuple[float, np.ndarray]]) -> float:
+    """The time of the source picture `picture` looks most like."""
+    pixels = np.asarray(picture.convert("RGB"), dtype=np.int16)
+    return min(candidates, key=lambda candidate: float(np.abs(candidate[1] - pixels).mean()))[0]
+
+
+def vtt_cues(path: Path) -> list[tuple[float, float, str]]:
+    def seconds(stamp: str) -> float:
+        hours, minutes, rest = stamp.split(":")
+        return int(hours) * 3600 + int(minutes) * 60 + float(rest)
+
+    lines = path.read_text().splitlines()
+    assert lines[0] == "WEBVTT"
+    cues = []
+    for index, line in enumerate(lines):
+        if " --> " in line:
+            start, end = line.split(" --> ")
+            cues.append((seconds(start), seconds(end), lines[index + 1]))
+    return cues
+
+
+def test_the_storyboard_maps_each_segment_to_its_first_picture(stream, pictured):
+    source = stream[0]
+    directory = Path(pictured.directory)
+    segments = m3u8.load(str(directory / "360p.m3u8")).segments  # the smallest rung's
+    cues = vtt_cues(directory / STORYBOARD_VTT)
+    assert len(cues) == len(segments)
+    start = 0.0
+    for (begin, end, _), segment in zip(cues, segments, strict=True):
+        assert begin == pytest.approx(start, abs=0.001) and end == pytest.approx(start + segment.duration, abs=0.001)
+        start += segment.duration
+    sprite = Image.open(directory / STORYBOARD_SPRITE)
+    tile = (STORYBOARD_TILE_WIDTH, STORYBOARD_TILE_WIDTH * 9 // 16)
+    assert sprite.format == "JPEG" and sprite.size == (len(cues) * tile[0], tile[1])  # one row of six
+    candidates = source_pictures(source, tile)
+    for begin, _, target in cues:
+        name, fragment = target.split("#xywh=")
+        x, y, w, h = map(int, fragment.split(","))
+        assert name == STORYBOARD_SPRITE and (w, h) == tile
+        shown = nearest_time(sprite.crop((x, y, x + w, y + h)), candidates)
+        assert shown == pytest.approx(begin, abs=0.5 / FPS), (target, shown)
+
+
+def test_past_the_tile_limit_every_nth_segment_has_a_tile_whose_cue_covers_the_ones_between(
+    pictured, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(storyboard, "STORYBOARD_MAX_TILES", 4)  # six segments: every second one
+    copy = tmp_path / "out"
+    shutil.copytree(pictured.directory, copy)
+    storyboard.write_storyboard(str(copy / "360p.m3u8"))
+    segments = m3u8.load(str(copy / "360p.m3u8")).segments
+    ends = np.cumsum([segment.duration for segment in segments])
+    cues = vtt_cues(copy / STORYBOARD_VTT)
+    bounds = [bound for begin, end, _ in cues for bound in (begin, end)]
+    assert bounds == pytest.approx([0, ends[1], ends[1], ends[3], ends[3], ends[5]], abs=0.001)
+    assert Image.open(copy / STORYBOARD_SPRITE).size == (3 * STORYBOARD_TILE_WIDTH, STORYBOARD_TILE_WIDTH * 9 // 16)
+
+
+def test_the_preview_loops_the_first_seconds_at_its_width(stream, pictured):
+    source = stream[0]
+    preview = Image.open(Path(pictured.directory) / ANIMATED_PREVIEW)
+    size = (PREVIEW_WIDTH, PREVIEW_WIDTH * 9 // 16)
+    assert preview.format == "WEBP" and preview.is_animated and preview.size == size
+    assert preview.n_frames == PREVIEW_MAX_S * PREVIEW_FPS and preview.info["loop"] == 0
+    candidates = source_pictures(source, size)
+    for number in (0, preview.n_frames // 2, preview.n_frames - 1):
+        preview.seek(number)
+        preview.load()  # a frame's duration is read with its picture
+        assert preview.info["duration"] == 1000 / PREVIEW_FPS
+        assert nearest_time(preview, candidates) == pytest.approx(number / PREVIEW_FPS, abs=1 / FPS), number
+
+
+def test_the_pictures_are_listed_before_the_master_and_served_by_the_wire(pictured):
+    assert pictured.files[-1] == MASTER_PLAYLIST
+    for name in (STORYBOARD_SPRITE, STORYBOARD_VTT, ANIMATED_PREVIEW):
+        assert name in pictured.files
+        assert (Path(pictured.directory) / name).stat().st_size > 0
         assert wire_streams.STREAM_FILE_URI.fullmatch(wire_streams.stream_file_uri("task_x", name)), name

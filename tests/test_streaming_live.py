@@ -11,6 +11,7 @@ import io
 import av
 import m3u8
 import pytest
+from PIL import Image
 
 from mcp_protocol.streams import STREAM_META_KEY
 from tests.harness import Wire, poll_task, upload
@@ -59,6 +60,13 @@ def test_a_streamed_render_is_read_and_played_through_mcp(shared_server, tmp_pat
             assert (video.width, video.height) == variant.stream_info.resolution
             assert sum(1 for _ in played.decode(video)) == SECONDS * FPS
     assert read(wire, stream["dash"])["mimeType"] == "application/dash+xml"
+    storyboard = read(wire, stream["storyboard"])
+    assert storyboard["mimeType"] == "text/vtt" and storyboard["text"].startswith("WEBVTT")
+    assert "\nstoryboard.jpg#xywh=0,0,160,90\n" in storyboard["text"]  # its tiles' sprite, beside it
+    sprite = read(wire, f"{base}/storyboard.jpg")
+    assert Image.open(io.BytesIO(base64.b64decode(sprite["blob"]))).format == "JPEG"
+    preview = Image.open(io.BytesIO(base64.b64decode(read(wire, stream["preview"])["blob"])))
+    assert preview.format == "WEBP" and preview.is_animated and preview.width == 480
     other = Wire(shared_server.url, token=OTHER)
     refused = other.call("resources/read", {"uri": stream["hls"]}, stream["hls"])
     assert refused["error"]["data"]["machine_code"] == "resource_not_found"

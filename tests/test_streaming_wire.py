@@ -82,12 +82,25 @@ def test_a_streamed_renders_result_names_its_stream_and_its_files_are_its_owners
     result = wire.task("tasks/get", task_id)["result"]["result"]
     assert list(result["structuredContent"]) == [*COMPLETED_FIELDS]  # the contract's, unchanged
     dash_uri = f"vidforge://videos/{task_id}/stream/manifest.mpd"
-    assert result["_meta"][STREAM_META_KEY] == {"hls": master_uri, "dash": dash_uri, "ladder": ["1080p", "360p"]}
+    storyboard_uri = f"vidforge://videos/{task_id}/stream/storyboard.vtt"
+    preview_uri = f"vidforge://videos/{task_id}/stream/preview.webp"
+    assert result["_meta"][STREAM_META_KEY] == {
+        "hls": master_uri,
+        "dash": dash_uri,
+        "storyboard": storyboard_uri,
+        "preview": preview_uri,
+        "ladder": ["1080p", "360p"],
+    }
     links = {block["name"]: block for block in result["content"] if block["type"] == "resource_link"}
     assert links["master.m3u8"]["uri"] == master_uri and links["manifest.mpd"]["uri"] == dash_uri
+    assert links["storyboard.vtt"]["uri"] == storyboard_uri and links["preview.webp"]["uri"] == preview_uri
     assert links["master.m3u8"]["mimeType"] == "application/vnd.apple.mpegurl"
+    assert (links["storyboard.vtt"]["mimeType"], links["preview.webp"]["mimeType"]) == ("text/vtt", "image/webp")
     texts = [block["text"] for block in result["content"] if block["type"] == "text"]
-    assert f"Stream (1080p, 360p): HLS {master_uri}, DASH {dash_uri}." in texts
+    named = (
+        f"Stream (1080p, 360p): HLS {master_uri}, DASH {dash_uri}; storyboard {storyboard_uri}, preview {preview_uri}."
+    )
+    assert named in texts
     read = wire.result("resources/read", {"uri": master_uri}, master_uri)["contents"][0]
     assert read == {"uri": master_uri, "mimeType": "application/vnd.apple.mpegurl", "text": MASTER.decode()}
     segment_uri = f"vidforge://videos/{task_id}/stream/seg-0-00001.m4s"

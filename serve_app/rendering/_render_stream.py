@@ -1,4 +1,5 @@
-"""A render's stream: its ladder packaged (render_kernels.streaming) and stored beside the file.
+"""A render's stream: its ladder packaged (render_kernels.streaming), with its storyboard and animated preview
+(render_kernels.storyboard), and stored beside the file.
 
 Made by the mux task once the file is muxed: it reads the segments from the object store a second time, one at a
 time as the mux did (each holds its rungs, ladder.LadderSpec), packages them in the mux's private staging folder and
@@ -17,6 +18,7 @@ from media_store.base import MediaStore
 from render_kernels.audio import EncodedAudio, encode_audio
 from render_kernels.ladder import LadderSpec
 from render_kernels.media_io import Media
+from render_kernels.storyboard import with_pictures
 from render_kernels.streaming import StreamPackage, package_stream
 from render_kernels.video import EncodedSegment
 
@@ -45,7 +47,7 @@ def package_and_store(
     `packaging.prefix`; the package, its `directory` the prefix."""
     if audio is not None and audio.codec != "aac":
         audio = encode_audio(packaging.source, STREAM_AUDIO_FORMAT)
-    package = package_stream(segments, audio, packaging.ladder, fps, staging)
+    package = with_pictures(package_stream(segments, audio, packaging.ladder, fps, staging))
     for name in package.files:  # the master playlist last
         media.put_file(os.path.join(staging, name), f"{packaging.prefix}/{name}", move=True)
     return replace(package, directory=packaging.prefix)

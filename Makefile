@@ -16,7 +16,7 @@ HOSTS_DIR := tests/clients/inspector
 HOSTS_STAMP := $(HOSTS_DIR)/node_modules/.installed
 PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
 
-.PHONY: serve test test-fast lint clients bench chaos fuzz docs-screenshot clean
+.PHONY: serve test test-fast lint clients bench chaos fuzz docs-screenshot player clean
 
 $(RUNTIME_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -100,6 +100,14 @@ bench: $(TEST_STAMP)
 docs-screenshot: $(TEST_STAMP)
 	VIDFORGE_DOCS_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_review_page.py -k approve_on_the_page -q
 	VIDFORGE_DOCS_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_watch_page.py -k plays_the_video -q
+
+# The watch page's player, hls.js, ships built inside the package (serve_app/ingress/review/static/), so `pip install`
+# needs neither Node nor a CDN. web/package-lock.json pins it; this installs exactly that and copies the build in.
+PLAYER_STATIC := serve_app/ingress/review/static
+player:
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	cp web/node_modules/hls.js/dist/hls.min.js $(PLAYER_STATIC)/hls.min.js
+	cp web/node_modules/hls.js/LICENSE $(PLAYER_STATIC)/hls.js.LICENSE
 
 fuzz: $(TEST_STAMP)
 	$(BIN)/python benchmarks/fuzz.py

@@ -65,6 +65,12 @@ class RenderService(Protocol):
         room (serve_app's watch page), like `review_url`."""
         ...
 
+    def stream_url(self, rec: TaskRecord) -> str | None:
+        """The absolute, signed link of the folder of `rec`'s stream (ending in `/`; a player appends a file's name,
+        and the playlists' relative URIs resolve under it), for as long as the result is kept; None for a render
+        without a stream, or when the server mints none. Minted outside this room (serve_app's watch page)."""
+        ...
+
     async def read_poster(self, principal: str, render_id: str) -> bytes:
         """The finished video's poster JPEG; raises VidforgeError (resource_not_found) when there is none for this
         principal."""

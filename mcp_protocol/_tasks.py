@@ -138,7 +138,9 @@ class TaskMethods:
         rec = await self._record(caller, headers, params.task_id)
         service, retention_s = self._service, self._settings.result_retention_s
         sheet = await service.contact_sheet(rec)
-        return views.detailed_task(rec, caller, retention_s, service.review_url(rec), service.watch_url(rec), sheet)
+        return views.detailed_task(
+            rec, caller, retention_s, service.review_url(rec), service.watch_url(rec), sheet, service.stream_url(rec)
+        )
 
     async def update(self, caller: Caller, headers: Mapping[str, str] | None, params: UpdateTaskParams) -> JSONObject:
         """`tasks/update` → empty ack; responses to unknown, answered or superseded keys are ignored. The keys are

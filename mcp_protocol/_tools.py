@@ -148,7 +148,9 @@ class ToolCalls:
             return with_metadata(views.accepted_result(rec, retention_s), metadata)
         # An idempotent replay of a finished render, without tasks: answer what the render ended with.
         if rec.status is TaskStatus.COMPLETED:
-            result = end_result(rec, retention_s, self._service.watch_url(rec), await self._service.contact_sheet(rec))
+            service = self._service
+            sheet = await service.contact_sheet(rec)
+            result = end_result(rec, retention_s, service.watch_url(rec), sheet, service.stream_url(rec))
             return with_metadata(result, metadata)
         raise errors.render_cancelled(request, self._settings.idempotency_ttl_s)
 
@@ -167,7 +169,7 @@ class ToolCalls:
         # Clients without tasks read the video from here: the quality check's report and sheet, and the stream, ride
         # along as they do on the render's result (the status's structuredContent is closed).
         checked = with_quality(status, rec.task_id, rec.end.artifact, await service.contact_sheet(rec))
-        return with_stream(checked, rec.task_id, rec.request, rec.end.artifact)
+        return with_stream(checked, rec.task_id, rec.request, rec.end.artifact, service.stream_url(rec))
 
     async def _approve(self, caller: Caller, args: JSONObject) -> JSONObject:
         decision = ApprovalDecision.model_validate(args)

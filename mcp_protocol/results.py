@@ -50,11 +50,12 @@ def render_success_result(
     retention_s: int,
     watch_url: str | None = None,
     contact_sheet: bytes | None = None,
+    stream_url: str | None = None,
 ) -> JSONObject:
     """The success payload: `resource_link`s to the video and its poster, never the video's bytes
     ([3.resource-links]); with `watch_url`, the link to the video's watch page beside them; with a quality report,
     its verdict in the text, the report under `_meta` and links to it and the contact sheet, whose bytes
-    (`contact_sheet`) ride as an `image` block."""
+    (`contact_sheet`) ride as an `image` block; with a stream, its resources and (`stream_url`) players' links."""
     ext = request.output_format
     uri = video_uri(render_id, ext)
     watermarked = request.watermark is not None
@@ -104,7 +105,8 @@ def render_success_result(
         "content": content,
         "structuredContent": structured,
     }
-    return with_stream(with_quality(result, render_id, artifact, contact_sheet), render_id, request, artifact)
+    checked = with_quality(result, render_id, artifact, contact_sheet)
+    return with_stream(checked, render_id, request, artifact, stream_url)
 
 
 def with_quality(result: JSONObject, render_id: str, artifact: Artifact, contact_sheet: bytes | None) -> JSONObject:
@@ -173,13 +175,19 @@ def end_error(rec: TaskRecord) -> VidforgeError | None:
 
 
 def end_result(
-    rec: TaskRecord, retention_s: int, watch_url: str | None = None, contact_sheet: bytes | None = None
+    rec: TaskRecord,
+    retention_s: int,
+    watch_url: str | None = None,
+    contact_sheet: bytes | None = None,
+    stream_url: str | None = None,
 ) -> JSONObject:
     """The `CallToolResult` a completed render answers with: its video (and `watch_url`, its watch page; its contact
-    sheet's bytes), or the error it ended in."""
+    sheet's bytes; `stream_url`, its stream's signed folder), or the error it ended in."""
     if isinstance(rec.end, Succeeded):
         artifact = rec.end.artifact
-        return render_success_result(rec.task_id, rec.request, artifact, retention_s, watch_url, contact_sheet)
+        return render_success_result(
+            rec.task_id, rec.request, artifact, retention_s, watch_url, contact_sheet, stream_url
+        )
     error = end_error(rec)
     if error is None:
         raise ValueError(f"task {rec.task_id} has no result: it is {rec.status}")

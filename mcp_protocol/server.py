@@ -65,7 +65,7 @@ from mcp_protocol.inspections import VideoInspections, is_inspect_task
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.quality import QcReport
 from mcp_protocol.state_outage import StateUnavailable
-from mcp_protocol.streams import STREAM_FILE_URI, STREAM_MIME
+from mcp_protocol.streams import STREAM_FILE_KINDS, STREAM_FILE_URI
 from mcp_protocol.views import Caller
 
 DISCOVERY_TTL_MS = 3_600_000
@@ -285,8 +285,9 @@ class VidforgeServer:
                 data, mime = sheet, "image/jpeg"
             elif match := STREAM_FILE_URI.fullmatch(uri):
                 data = await self.service.read_stream_file(principal, match["id"], match["name"])
-                mime, textual = STREAM_MIME[match["ext"]]
-                if textual:
+                kind = STREAM_FILE_KINDS[match["ext"]]
+                mime = kind.mime
+                if kind.text:
                     text = {"uri": uri, "mimeType": mime, "text": data.decode("utf-8")}
                     return {
                         "resultType": "complete",
@@ -389,7 +390,8 @@ class VidforgeServer:
         async def detailed(rec: TaskRecord) -> JSONObject:
             watch_url, sheet = self.service.watch_url(rec), await self.service.contact_sheet(rec)
             retention_s = self.settings.result_retention_s
-            return views.detailed_task(rec, caller, retention_s, review_url(rec), watch_url, sheet)
+            stream_url = self.service.stream_url(rec)
+            return views.detailed_task(rec, caller, retention_s, review_url(rec), watch_url, sheet, stream_url)
 
         ended: set[str] = set()  # the tasks whose terminal notification has been sent
         for task_id, rec in records.items():

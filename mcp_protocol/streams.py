@@ -11,6 +11,7 @@ storyboard and the preview, names them in a text block and under `_meta` `com.vi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from mcp_protocol.domain import Artifact, RenderRequest
 from mcp_protocol.json_types import JSONObject
@@ -22,29 +23,47 @@ DASH_MANIFEST = "manifest.mpd"
 STORYBOARD = "storyboard.vtt"
 ANIMATED_PREVIEW = "preview.webp"
 # One file of a stream: a name with one dot (no path, no `..`), matched whole.
-STREAM_FILE_URI = re.compile(
-    r"vidforge://videos/(?P<id>[A-Za-z0-9_-]{1,128})/stream/(?P<name>[A-Za-z0-9_-]{1,64}\.(?P<ext>m3u8|mpd|mp4|m4s|vtt|jpg|webp))"
-)
-# What each kind of stream file is, and whether a resource read answers it as text (playlists, manifests).
-STREAM_MIME = {
-    "m3u8": ("application/vnd.apple.mpegurl", True),
-    "mpd": ("application/dash+xml", True),
-    "mp4": ("video/mp4", False),
-    "m4s": ("video/iso.segment", False),
-    "vtt": ("text/vtt", True),
-    "jpg": ("image/jpeg", False),
-    "webp": ("image/webp", False),
+STREAM_FILE_NAME = r"[A-Za-z0-9_-]{1,64}\.(?P<ext>m3u8|mpd|mp4|m4s|vtt|jpg|webp)"
+STREAM_FILE_URI = re.compile(rf"vidforge://videos/(?P<id>[A-Za-z0-9_-]{{1,128}})/stream/(?P<name>{STREAM_FILE_NAME})")
+
+
+@dataclass(frozen=True)
+class StreamFileKind:
+    """What a kind of stream file is: its media type, and whether a resource read answers it as text."""
+
+    mime: str
+    text: bool
+
+
+STREAM_FILE_KINDS = {
+    "m3u8": StreamFileKind("application/vnd.apple.mpegurl", True),
+    "mpd": StreamFileKind("application/dash+xml", True),
+    "mp4": StreamFileKind("video/mp4", False),
+    "m4s": StreamFileKind("video/iso.segment", False),
+    "vtt": StreamFileKind("text/vtt", True),
+    "jpg": StreamFileKind("image/jpeg", False),
+    "webp": StreamFileKind("image/webp", False),
 }
+
+
+def stream_file_kind(name: str) -> StreamFileKind | None:
+    """The kind of stream file `name` is; None when it is no stream file's name (a path, `..`, another type)."""
+    matched = re.fullmatch(STREAM_FILE_NAME, name)
+    return STREAM_FILE_KINDS[matched["ext"]] if matched else None
 
 
 def stream_file_uri(render_id: str, name: str) -> str:
     return f"vidforge://videos/{render_id}/stream/{name}"
 
 
-def with_stream(result: JSONObject, render_id: str, request: RenderRequest, artifact: Artifact) -> JSONObject:
+def with_stream(
+    result: JSONObject, render_id: str, request: RenderRequest, artifact: Artifact, stream_url: str | None = None
+) -> JSONObject:
     """`result` (a CallToolResult about the finished video `artifact`) with its stream, when its request asked for
     one: links to the HLS master playlist, the DASH manifest, the storyboard and the preview, a text block naming
-    them, and all four under `_meta`."""
+    them, and all four under `_meta`; with `stream_url` (the signed HTTP folder of the stream, minted by the server),
+    the players' links to the master playlist and the manifest too, in the text and under `_meta` (`hls_url`,
+    `dash_url`)."""
     if request.streaming is None:
         return result
     content, meta = result["content"], result.get("_meta")
@@ -72,6 +91,9 @@ def with_stream(result: JSONObject, render_id: str, request: RenderRequest, arti
         "preview": preview,
         "ladder": list(request.streaming.rungs(request.resolution)),
     }
+    if stream_url is not None:
+        described["hls_url"], described["dash_url"] = stream_url + MASTER_PLAYLIST, stream_url + DASH_MANIFEST
+        blocks[0] = {"type": "text", "text": f"{blocks[0]['text']} Play it: {described['hls_url']}"}
     return {
         **result,
         "content": [*content, *blocks],
@@ -81,7 +103,7 @@ def with_stream(result: JSONObject, render_id: str, request: RenderRequest, arti
 
 def _link(uri: str, description: str, priority: float, finished: str) -> JSONObject:
     name = uri.rsplit("/", 1)[1]
-    mime, _ = STREAM_MIME[name.rsplit(".", 1)[1]]
+    mime = STREAM_FILE_KINDS[name.rsplit(".", 1)[1]].mime
     annotations: JSONObject = {"audience": ["user"], "priority": priority, "lastModified": finished}
     return {
         "type": "resource_link",

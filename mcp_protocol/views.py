@@ -107,6 +107,7 @@ def detailed_task(
     review_url: str | None = None,
     watch_url: str | None = None,
     contact_sheet: bytes | None = None,
+    stream_url: str | None = None,
 ) -> JSONObject:
     """ext-tasks DetailedTask (the `tasks/get` result and the `notifications/tasks` params). An outstanding approval
     is asked in the elicitation mode this request declared (mcp_protocol._elicitation), or not at all; a finished
@@ -117,7 +118,7 @@ def detailed_task(
         mode = approval_mode(caller.elicitation, review_url) if rec.approval is None else None
         body["inputRequests"] = {rec.pending.key: approval_request(rec, mode, review_url)} if mode is not None else {}
     elif rec.status is TaskStatus.COMPLETED:
-        result = end_result(rec, retention_s, watch_url, contact_sheet)
+        result = end_result(rec, retention_s, watch_url, contact_sheet, stream_url)
         body["result"] = with_metadata(result, rec.request.metadata)
     return with_metadata(body, rec.request.metadata)
 

@@ -126,7 +126,7 @@ MODULE_SECONDS = {
     "test_docs": 45,
     "test_upload_errors": 25,
     "test_quality_live": 100,
-    "test_streaming_live": 20,
+    "test_streaming_live": 70,
 }
 
 

@@ -21,11 +21,13 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 import httpx
+import m3u8
 import pytest
 
+from mcp_protocol.streams import STREAM_META_KEY
 from serve_app._config import Config
 from serve_app.ingress._direct_uploads import PURPOSE, TICKET_ROUND, Ticket
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
@@ -166,7 +168,8 @@ def test_a_direct_upload_renders_and_its_downloads_come_from_the_bucket(server, 
     wire = Wire(server.url, token=ALICE, tasks=True)
     try:
         args = {"source_asset_uri": asset["uri"], "output_format": "mp4", "resolution": "720p"}
-        task_id = wire.tool("vidforge_render_video", args)["taskId"]
+        streaming = {"ladder": ["360p"], "segment_s": 2}
+        task_id = wire.tool("vidforge_render_video", {**args, "streaming": streaming})["taskId"]
         finished = poll_task(wire, task_id, lambda t: t["status"] in TERMINAL)
     finally:
         wire.close()
@@ -203,6 +206,20 @@ def test_a_direct_upload_renders_and_its_downloads_come_from_the_bucket(server, 
     assert fields["response-content-disposition"] == 'attachment; filename="final.mp4"'
     poster = httpx.get(f"{server.base}{path}/poster.jpg?{query}", timeout=60)  # small: served by the server
     assert poster.status_code == 200 and poster.content == s3_server.get(f"{PREFIX}/artifacts/{task_id}/poster.jpg")
+
+    # The stream's players' link: the playlists come from the server (a player resolves their relative URIs under
+    # the signed folder it fetched them from), the segments are 307s to the bucket.
+    hls_url = finished["result"]["_meta"][STREAM_META_KEY]["hls_url"]
+    master = httpx.get(hls_url, timeout=60)
+    assert master.status_code == 200 and master.text.startswith("#EXTM3U"), master.text
+    media_url = urljoin(hls_url, m3u8.loads(master.text).playlists[0].uri)
+    media = httpx.get(media_url, timeout=60)
+    assert media.status_code == 200
+    segment = m3u8.loads(media.text).segments[0].uri
+    answer, fields = redirected(urljoin(media_url, segment), s3_server)
+    assert fields["response-content-type"] == "video/iso.segment"
+    stored = s3_server.get(f"{PREFIX}/artifacts/{task_id}/stream/{segment}")
+    assert httpx.get(answer.headers["location"], timeout=60).content == stored
 
 
 def test_refused_direct_uploads_leave_nothing_in_the_bucket(server, s3_server, tmp_path):

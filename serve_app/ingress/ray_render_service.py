@@ -27,6 +27,7 @@ from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError
+from mcp_protocol.streams import stream_file_kind
 from media_store.artifacts import (
     contact_sheet_key,
     final_key,
@@ -217,6 +218,9 @@ class RegistryRenderService:
     def watch_url(self, rec: TaskRecord) -> str | None:
         return self.watch_links.url(rec)
 
+    def stream_url(self, rec: TaskRecord) -> str | None:
+        return self.watch_links.stream_url(rec)
+
     async def read_poster(self, principal: str, render_id: str) -> bytes:
         if await self.registry.get_artifact(principal, render_id) is None:
             raise self.artifact_missing(render_id)
@@ -227,6 +231,19 @@ class RegistryRenderService:
         if rec is None or not isinstance(rec.end, Succeeded) or rec.request.streaming is None:
             raise self.artifact_missing(render_id)
         return await self._read(stream_key(render_id, name), render_id)
+
+    async def stream_file(self, rec: TaskRecord, name: str) -> ArtifactFile:
+        """File `name` of `rec`'s stream as a player fetches it: the playlists, the manifest and the storyboard from
+        here (a player resolves the relative URIs inside against the URL it fetched, which a redirect would change),
+        the segments and pictures from the bucket where it serves them itself. resource_not_found when there is none."""
+        kind = stream_file_kind(name)
+        if kind is None or not isinstance(rec.end, Succeeded) or rec.request.streaming is None:
+            raise self.artifact_missing(rec.task_id)
+        key = stream_key(rec.task_id, name)
+        size = await anyio.to_thread.run_sync(self.assets.media.size, key)
+        if size is None:
+            raise self.artifact_missing(rec.task_id)
+        return ArtifactFile(self.assets.media, key, size, kind.mime, name, None if kind.text else self.direct_downloads)
 
     async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
         if not isinstance(rec.end, Succeeded) or rec.end.artifact.qc is None:

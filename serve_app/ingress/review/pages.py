@@ -36,9 +36,16 @@ SECURITY_HEADERS = {
 }
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_PATH = "/review/static"
-STATIC_TYPES = {"review.css": "text/css", "local-time.js": "text/javascript"}  # every file the pages load
+# Every file the pages load: hls.js is pinned by web/package-lock.json and copied here by `make player`.
+STATIC_TYPES = {
+    "review.css": "text/css",
+    "local-time.js": "text/javascript",
+    "hls.min.js": "text/javascript",
+    "stream-player.js": "text/javascript",
+}
 STYLESHEET_PATH = f"{STATIC_PATH}/review.css"
 SCRIPT_PATH = f"{STATIC_PATH}/local-time.js"
+STREAM_SCRIPT_PATHS = (f"{STATIC_PATH}/hls.min.js", f"{STATIC_PATH}/stream-player.js")  # in this order
 TEMPLATES = "serve_app.ingress.review"  # also the pages' shared ones: base.html (the head), moment.html
 
 

@@ -14,6 +14,7 @@ from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 from serve_app.ingress.review.links import with_capability
 
 WATCH_PATH = "/watch"
+STREAM_PATH = "/stream"  # under a task's watch path: /watch/<task id>/stream/<capability>/<file>
 PURPOSE = "vidforge/watch/v1"  # the key's review links name another purpose: neither opens the other's page
 # The capability's round: a render has one result, so its watch link has one round (the token's format is the
 # review page's, which names the approval round it decides).
@@ -23,6 +24,12 @@ RESULT_ROUND = 1
 def watch_path(task_id: str, suffix: str = "") -> str:
     """The path of a task's watch page (`suffix`: one of its files, e.g. "/poster.jpg")."""
     return f"{WATCH_PATH}/{quote(task_id, safe='')}{suffix}"
+
+
+def stream_path(task_id: str, token: str, name: str) -> str:
+    """The path of file `name` of a task's stream, under the capability `token` (empty `name`: the folder, with its
+    trailing `/`)."""
+    return watch_path(task_id, f"{STREAM_PATH}/{quote(token, safe='')}/{name}")
 
 
 def watch_signer(config: Config) -> ReviewSigner | None:
@@ -41,8 +48,21 @@ class WatchLinks:
 
     def url(self, rec: TaskRecord) -> str | None:
         """The absolute watch URL of `rec`'s video; None when it has none (not finished, or ended in an error)."""
+        token = self._token(rec)
+        return None if token is None else self.base_url + with_capability(watch_path(rec.task_id), token)
+
+    def stream_url(self, rec: TaskRecord) -> str | None:
+        """The absolute URL of the folder of `rec`'s stream, ending in `/`, its capability in the path: a player
+        resolves the playlists' relative URIs under it, so every file it fetches carries the capability. None when
+        the render has no stream."""
+        token = self._token(rec)
+        if token is None or rec.request.streaming is None:
+            return None
+        return self.base_url + stream_path(rec.task_id, token, "")
+
+    def _token(self, rec: TaskRecord) -> str | None:
+        """The capability of `rec`'s watch link, valid until its result's retention ends; None without one."""
         if self.signer is None or not isinstance(rec.end, Succeeded):
             return None
         expires_s = rec.end.artifact.finished_at_ms // 1000 + self.retention_s
-        cap = ReviewCapability(rec.task_id, RESULT_ROUND, expires_s)
-        return self.base_url + with_capability(watch_path(rec.task_id), self.signer.token(cap))
+        return self.signer.token(ReviewCapability(rec.task_id, RESULT_ROUND, expires_s))

@@ -81,7 +81,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/qc_cost.py --seconds 30 --rounds 5
 	$(BIN)/python benchmarks/qc_cost.py --seconds 30 --rounds 5 --format webm
 	$(BIN)/python benchmarks/qc_cost.py --seconds 30 --rounds 5 --fidelity
-	$(BIN)/python benchmarks/ladder_speed.py --seconds 30
+	$(BIN)/python benchmarks/ladder_speed.py --seconds 30 --repeat 3
 	$(BIN)/python benchmarks/render_matrix.py
 	$(BIN)/python benchmarks/rate_distortion.py
 	$(BIN)/python benchmarks/batch_throughput.py --rounds 3

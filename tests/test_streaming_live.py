@@ -5,7 +5,8 @@ render argument asks for a ladder, the render's segment tasks encode it, its mux
   names plays frame-exact from the resources it links, and another principal reads none of it;
 - a person opens the render's watch page in a real browser (headless Debian Chromium, Playwright): the page's own
   hls.js plays the stream through the signed players' link, is forced through every rung and keeps playing, and
-  its scrub bar shows the storyboard's tile for a moment and seeks there;
+  its scrub bar shows the storyboard's tile for a moment and seeks there; without Media Source Extensions the page
+  plays the stream natively where the browser can, and the file where it cannot;
 - dash.js, the DASH reference player (pinned in tests/clients/node), plays the manifest in the same browser.
 """
 
@@ -141,6 +142,33 @@ def test_the_watch_pages_hls_js_plays_every_rung_and_scrubs_with_the_storyboard(
     )
     assert sprite == [SECONDS * 160, 90]
     page.close()
+
+
+NO_MSE = "delete window.MediaSource; delete window.ManagedMediaSource;"
+NO_NATIVE_HLS = """const canPlay = HTMLMediaElement.prototype.canPlayType;
+HTMLMediaElement.prototype.canPlayType = function (type) { return /mpegurl/i.test(type) ? "" : canPlay.call(this, type); };"""
+
+
+@pytest.mark.parametrize(
+    ("lacking", "player", "source"),
+    [(NO_MSE, "native", "/stream/"), (NO_MSE + NO_NATIVE_HLS, "progressive", "/video?cap=")],
+    ids=["no-mse", "no-mse-no-native-hls"],
+)
+def test_without_media_source_extensions_the_page_plays_natively_or_the_file(
+    streamed, browser, lacking, player, source
+):
+    """A browser without Media Source Extensions (no hls.js) plays the stream itself where it plays HLS (this
+    Chromium does), and the progressive file where it does not either."""
+    context = browser.new_context()
+    context.add_init_script(lacking)  # before the page's own scripts
+    page = context.new_page()
+    assert page.goto(json.loads(streamed["content"][0]["text"])["watch_url"]).status == 200
+    shown_until(page, f"!!{VIDEO}.dataset.player")
+    assert page.evaluate(f"{VIDEO}.dataset.player") == player
+    page.evaluate(f"async () => {{ {VIDEO}.muted = true; await {VIDEO}.play(); }}")
+    shown_until(page, f"{VIDEO}.currentTime > 1.0")
+    assert source in page.evaluate(f"{VIDEO}.currentSrc")  # through the watch link's capability either way
+    context.close()
 
 
 def test_dash_js_plays_the_manifest(streamed, browser):

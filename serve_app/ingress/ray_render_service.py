@@ -239,11 +239,8 @@ class RegistryRenderService:
         kind = stream_file_kind(name)
         if kind is None or not isinstance(rec.end, Succeeded) or rec.request.streaming is None:
             raise self.artifact_missing(rec.task_id)
-        key = stream_key(rec.task_id, name)
-        size = await anyio.to_thread.run_sync(self.assets.media.size, key)
-        if size is None:
-            raise self.artifact_missing(rec.task_id)
-        return ArtifactFile(self.assets.media, key, size, kind.mime, name, None if kind.text else self.direct_downloads)
+        direct = None if kind.text else self.direct_downloads
+        return await self._stored_file(rec.task_id, stream_key(rec.task_id, name), kind.mime, name, direct)
 
     async def contact_sheet(self, rec: TaskRecord) -> bytes | None:
         if not isinstance(rec.end, Succeeded) or rec.end.artifact.qc is None:
@@ -336,10 +333,16 @@ class RegistryRenderService:
     async def artifact_file(self, principal: str, render_id: str, ext: str) -> ArtifactFile:
         artifact = await self.artifact(principal, render_id, ext)
         key = final_key(render_id, ext)
+        return await self._stored_file(render_id, key, artifact.mime, f"final.{ext}", self.direct_downloads)
+
+    async def _stored_file(
+        self, render_id: str, key: str, mime: str, filename: str, direct: DirectDownloads | None
+    ) -> ArtifactFile:
+        """The stored object `key` of a render as a response serves it; resource_not_found when it is not there."""
         size = await anyio.to_thread.run_sync(self.assets.media.size, key)
         if size is None:
             raise self.artifact_missing(render_id)
-        return ArtifactFile(self.assets.media, key, size, artifact.mime, f"final.{ext}", self.direct_downloads)
+        return ArtifactFile(self.assets.media, key, size, mime, filename, direct)
 
 
 class RayRenderService(RegistryRenderService):

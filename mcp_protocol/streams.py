@@ -72,10 +72,14 @@ def with_stream(
     hls, dash = stream_file_uri(render_id, MASTER_PLAYLIST), stream_file_uri(render_id, DASH_MANIFEST)
     storyboard, preview = stream_file_uri(render_id, STORYBOARD), stream_file_uri(render_id, ANIMATED_PREVIEW)
     rungs = ", ".join(request.streaming.rungs(request.resolution))
+    played = (
+        {} if stream_url is None else {"hls_url": stream_url + MASTER_PLAYLIST, "dash_url": stream_url + DASH_MANIFEST}
+    )
+    play = f" Play it: {played['hls_url']}" if played else ""
     blocks: list[JSONObject] = [
         {
             "type": "text",
-            "text": f"Stream ({rungs}): HLS {hls}, DASH {dash}; storyboard {storyboard}, preview {preview}.",
+            "text": f"Stream ({rungs}): HLS {hls}, DASH {dash}; storyboard {storyboard}, preview {preview}.{play}",
         },
         _link(
             hls, f"The HLS master playlist of the adaptive stream ({rungs}); its files are beside it.", 0.6, finished
@@ -90,10 +94,8 @@ def with_stream(
         "storyboard": storyboard,
         "preview": preview,
         "ladder": list(request.streaming.rungs(request.resolution)),
+        **played,
     }
-    if stream_url is not None:
-        described["hls_url"], described["dash_url"] = stream_url + MASTER_PLAYLIST, stream_url + DASH_MANIFEST
-        blocks[0] = {"type": "text", "text": f"{blocks[0]['text']} Play it: {described['hls_url']}"}
     return {
         **result,
         "content": [*content, *blocks],

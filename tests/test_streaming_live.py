@@ -172,8 +172,7 @@ def test_without_media_source_extensions_the_page_plays_natively_or_the_file(
 
 
 def test_dash_js_plays_the_manifest(streamed, browser):
-    if not DASH_JS.exists():
-        pytest.skip("dash.js is not installed: `make clients` installs it into tests/clients/node")
+    assert DASH_JS.exists(), "dash.js is not installed: `make clients` installs it into tests/clients/node"
     # dash.js is the test's player, not the page's: it is added to the watch page (same origin as the stream), past
     # the page's script policy.
     context = browser.new_context(bypass_csp=True)

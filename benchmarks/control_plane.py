@@ -12,8 +12,9 @@ One run, one client (httpx, asyncio, `--clients` connections each sending reques
 
 Then `--creates` renders are created one at a time with `tools/call` (each cancelled before the next, so the
 quota and the CPUs stay free): p50/p95 of create -> CreateTaskResult, which includes the durable write of the
-task (SQLite, fsynced) and the supervisor's start. Finally the registry actor's own `get` is timed from a Ray
-driver on the server's cluster (the actor hop alone).
+task (SQLite, fsynced) and the supervisor's start. Then `--uploads` uploads of the clip, one at a time: p50/p95 of
+`POST /assets` (the bytes stored, their isolated parse, the asset's answer) and the machine's CPU per upload. Finally
+the registry actor's own `get` is timed from a Ray driver on the server's cluster (the actor hop alone).
 
     .venv/bin/python benchmarks/control_plane.py
     .venv/bin/python benchmarks/control_plane.py --clients 16 --seconds 20 --creates 60
@@ -24,7 +25,7 @@ docs/performance.md): run it and the default one back to back; `tasks/get` req/s
 should agree within 5 %.
 
 Targets: vidforge tasks/get >= 0.5 x the bare endpoint's requests per second; create p50 <= 35 ms, p95 <= 80 ms
-(issue 38). The client
+(issue 38); upload p50 <= 250 ms, back to back. The client
 shares the machine with the server: on a small machine it takes CPU from both sides alike. So it also prints
 where the time goes, steadier than req/s on a shared machine: the CPU milliseconds each request cost, per
 process kind (the server's processes, the bare endpoint's, and the load client's own).
@@ -47,6 +48,7 @@ from serving import (  # noqa: E402 - first (Ray auth mode)
     BenchServer,
     ProcessSampler,
     RenderTrace,
+    busy_cpu_seconds,
     cpu_seconds,
     drive_render,
     render_args,
@@ -59,6 +61,7 @@ from harness import Wire, free_port, meta, wait_until  # noqa: E402 - tests/ is 
 from media import make_clip  # noqa: E402
 
 GET_RATIO_TARGET, CREATE_P50_TARGET_MS, CREATE_P95_TARGET_MS = 0.5, 35.0, 80.0
+UPLOAD_P50_TARGET_MS = 250.0
 
 
 def bare_app(body: bytes):
@@ -178,6 +181,18 @@ def time_creates(server: BenchServer, source_uri: str, count: int) -> list[float
     return seconds
 
 
+def time_uploads(server: BenchServer, clip: str, count: int) -> tuple[list[float], float]:
+    """`POST /assets` of `clip`, `count` times one at a time: each upload's seconds (the bytes in, the isolated parse
+    of them, the asset's answer), and the machine's busy CPU seconds per upload meanwhile (this client included)."""
+    seconds = []
+    busy = busy_cpu_seconds()
+    for _ in range(count):
+        started = time.perf_counter()
+        server.upload(clip)
+        seconds.append(time.perf_counter() - started)
+    return seconds, (busy_cpu_seconds() - busy) / count
+
+
 def time_registry_get(server: BenchServer, task_id: str, principal: str, count: int = 500) -> list[float]:
     """The registry actor's `get` alone, awaited one at a time from a Ray driver on the server's cluster."""
     import ray
@@ -202,6 +217,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per endpoint")
     parser.add_argument("--creates", type=int, default=40, help="renders created for the create latency")
+    parser.add_argument("--uploads", type=int, default=20, help="uploads of the clip for the upload latency")
     parser.add_argument(
         "--server-env",
         action="append",
@@ -280,6 +296,7 @@ def main() -> None:
             bare.terminate()
             bare.wait()
         creates = time_creates(server, source_uri, args.creates)
+        uploads, upload_cpu_s = time_uploads(server, clip, args.uploads)
         registry = time_registry_get(server, trace.task_id, "principal-0")
         wire.close()
 
@@ -295,6 +312,11 @@ def main() -> None:
         f"\ntools/call -> CreateTaskResult, {len(creates)} creates one at a time: p50 "
         f"{percentile(creates, 0.5) * 1000:.1f} ms, p95 {percentile(creates, 0.95) * 1000:.1f} ms "
         f"(targets p50 <= {CREATE_P50_TARGET_MS:g} ms, p95 <= {CREATE_P95_TARGET_MS:g} ms)"
+    )
+    print(
+        f"POST /assets of a {os.path.getsize(clip)} B clip, {len(uploads)} one at a time: p50 "
+        f"{percentile(uploads, 0.5) * 1000:.1f} ms, p95 {percentile(uploads, 0.95) * 1000:.1f} ms (target p50 <= "
+        f"{UPLOAD_P50_TARGET_MS:g} ms); the machine's CPU per upload {upload_cpu_s * 1000:.0f} ms"
     )
     print(
         f"registry actor get alone (Ray driver -> actor, one at a time): p50 {percentile(registry, 0.5) * 1000:.2f}"

@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serving import _kind, cpu_seconds  # noqa: E402
+from serving import _kind, busy_cpu_seconds, cpu_seconds  # noqa: E402
 
 FULL_LANE = ["-n", "2", "--dist", "loadfile", "-m", "not solo", "-q", "-p", "no:cacheprovider"]
 # What runs beside the server's own Ray workers (benchmarks/serving.py names those), most specific first.
@@ -57,13 +57,6 @@ def lane_kind(title: str) -> str:
         if needle in title:
             return kind
     return _kind(title) if title.startswith("ray::") or "serve_app" in title else "other"
-
-
-def busy_cpu_seconds() -> float:
-    """The machine's CPU seconds spent not idle (all cores), from /proc/stat."""
-    with open("/proc/stat") as fh:
-        fields = [int(value) for value in fh.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
 class MachineSampler:

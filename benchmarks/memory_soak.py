@@ -69,7 +69,7 @@ GROUPS = (
     ("ServeController", "Serve controller"),
     ("RenderSupervisor", "supervisor"),
     ("TaskRegistry", "registry"),
-    ("MediaParser", "media parser"),
+    ("serve_app.media._parser_process", "media parser"),
     ("serve_app.launch.cli", "vidforge serve (Ray driver)"),
     ("raylet", "raylet"),
     ("gcs_server", "gcs_server"),

@@ -217,7 +217,7 @@ KINDS = (
     ("mux_stored_segments", "mux"),
     ("encode_audio_parts", "audio worker"),
     ("render_pictures", "preview"),
-    ("MediaParser", "media parser"),
+    ("serve_app.media._parser_process", "media parser"),
     ("warm_worker", "warm pool (held)"),
     ("TaskRegistry", "registry"),
     ("FrameTally", "progress tally"),
@@ -242,6 +242,13 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+def busy_cpu_seconds() -> float:
+    """The machine's CPU seconds spent not idle (all cores), from /proc/stat."""
+    with open("/proc/stat") as fh:
+        fields = [int(value) for value in fh.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
 class ProcessSampler:

@@ -4,7 +4,7 @@ its segments run on.
 The source's facts (size, rate, frame count, keyframes) come from the upload's own parse when the job has them
 (`job.source_info`, kept with the asset): they are held to `job.limits` again (lowered since, perhaps) and the
 segments start without another parse of the file. Otherwise the probe and the watermark preview run first, together,
-in one isolated parser. That parse of a file nobody vetted runs in `parse_isolated` (a single-use worker with the
+in one isolated parser. That parse of a file nobody vetted runs in `parse_isolated` (a process of its own, with the
 job's memory limit and deadline, serve_app.media.media_probe), never in this process: a libav crash, hang or memory
 bomb on that file ends this render as unusable media (UnsupportedMedia or OverLimit), and the supervisor and every
 other render carry on.

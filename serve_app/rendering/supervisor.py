@@ -22,7 +22,7 @@ the queue needs (serve_app.rendering._autoscaling). This actor, the registry and
 object of theirs is held on a worker node, so a worker node whose work has ended is idle and can be removed.
 
 Cost is bounded per render, and this shared process parses no uploaded byte: a source nobody has vetted (an
-asset stored without its upload's facts) is probed in a single-use parser worker under the media limits
+asset stored without its upload's facts) is probed in a parser process of its own under the media limits
 (VIDFORGE_MAX_*, VIDFORGE_PARSE_*); a vetted one is decoded only by the render's own tasks. Each run of a render
 is stopped at VIDFORGE_RENDER_TIMEOUT_S (the approval wait included) exactly like a cancel, then ends as
 `render_timeout`.

@@ -158,3 +158,4 @@ def test_a_metrics_port_it_cannot_listen_on_refuses_the_start_in_one_line(tmp_pa
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("vidforge:")]
     assert f"127.0.0.1:{port}" in line and "VIDFORGE_METRICS_PORT" in line, done.stderr
+    assert "Ray cluster at" not in done.stdout + done.stderr  # refused before its Ray started

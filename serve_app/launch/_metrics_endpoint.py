@@ -19,9 +19,10 @@ from typing import Annotated
 from pydantic import StringConstraints, TypeAdapter, ValidationError
 
 from serve_app._config import Config
+from serve_app.launch._port_check import listen_error
 from serve_app.launch._review_key import with_review_key
 from serve_app.observability.aggregate import PrincipalLabels
-from serve_app.observability.exporter import MetricsUnavailable, start_exporter
+from serve_app.observability.exporter import MetricsUnavailable, metrics_unavailable, start_exporter
 
 LABEL_KEY_PURPOSE = b"vidforge metrics principal labels"  # what the review key is stretched for, and only this
 
@@ -56,6 +57,17 @@ def load_principal_map(path: str) -> dict[str, str]:
             f"VIDFORGE_METRICS_PRINCIPAL_MAP {path}: not a JSON object of principal to label (1-64 characters):"
             f" {reason}"
         ) from None
+
+
+def check_metrics_port(config: Config) -> None:
+    """MetricsUnavailable, before a Ray of this server's own starts (a second, not the start's dozen), when the
+    endpoint's port is set and cannot be listened on now. The endpoint binds it again when it starts: another
+    program may take it in between."""
+    if not config.metrics or config.metrics_port is None:
+        return
+    host = config.metrics_host or config.host
+    if (err := listen_error(host, config.metrics_port)) is not None:
+        raise metrics_unavailable(host, config.metrics_port, err)
 
 
 def start_metrics_endpoint(config: Config) -> str | None:

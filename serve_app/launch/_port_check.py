@@ -51,8 +51,14 @@ def _line(host: str, port: int, err: OSError) -> str:
 
 
 def check_port(host: str, port: int) -> None:
-    """Raise PortUnavailable unless a listener could be opened on (host, port) now. Without SO_REUSEPORT, unlike
-    the replicas' listeners: a port another `vidforge serve` of this user holds counts as taken, where the replicas
+    """Raise PortUnavailable unless a listener could be opened on (host, port) now (`listen_error`)."""
+    if (err := listen_error(host, port)) is not None:
+        raise PortUnavailable(host, port, err)
+
+
+def listen_error(host: str, port: int) -> OSError | None:
+    """Why a listener could not be opened on (host, port) now; None if it could. Without SO_REUSEPORT, unlike the
+    replicas' listeners: a port another `vidforge serve` of this user holds counts as taken, where the replicas
     would silently share it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -61,4 +67,5 @@ def check_port(host: str, port: int) -> None:
             sock.bind((host, port))
             sock.listen(1)
         except OSError as err:
-            raise PortUnavailable(host, port, err) from None
+            return err
+    return None

@@ -24,6 +24,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     config = Config.from_env(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address)
     observe_process(config)
+    from serve_app.launch._metrics_endpoint import METRICS_ERRORS, check_metrics_port, start_metrics_endpoint
     from serve_app.launch._port_check import PortUnavailable, check_port
     from serve_app.launch._startup import (
         SETTINGS_ERRORS,
@@ -35,9 +36,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         media = check_settings(config)
-        if not config.ray_address:  # a Ray of its own: nothing of this server can hold the port yet
+        if not config.ray_address:  # a Ray of its own: nothing of this server can hold the ports yet
             check_port(config.host, config.port)
-    except (*SETTINGS_ERRORS, PortUnavailable) as exc:
+            check_metrics_port(config)
+    except (*SETTINGS_ERRORS, *METRICS_ERRORS, PortUnavailable) as exc:
         print(f"vidforge: {exc}", file=sys.stderr)
         return 2
     make_private_dirs(config.data_dir)  # 0700 where made here (media_store.private_files)
@@ -46,7 +48,6 @@ def _serve(args: argparse.Namespace) -> int:
     import ray
 
     from serve_app.launch._job_env import job_runtime_env
-    from serve_app.launch._metrics_endpoint import METRICS_ERRORS, start_metrics_endpoint
     from serve_app.launch._ray_env import apply_ray_env_defaults
     from serve_app.launch._ray_watch import RayWatch
     from serve_app.launch.deployment import deploy

@@ -32,6 +32,14 @@ class MetricsUnavailable(Exception):
     """The endpoint cannot listen where the settings say; the message is the one line an operator reads."""
 
 
+def metrics_unavailable(host: str, port: int, err: OSError) -> MetricsUnavailable:
+    """The one line for an endpoint that cannot listen on (host, port)."""
+    return MetricsUnavailable(
+        f"cannot serve metrics on {_netloc(host, port)}: {err.strerror or err}; pick another address or port"
+        " with VIDFORGE_METRICS_HOST / VIDFORGE_METRICS_PORT"
+    )
+
+
 class MetricsExporter:
     def __init__(self, host: str, port: int, principals: PrincipalLabels) -> None:
         self._aggregate = Aggregate(ALL_METRICS, principals)
@@ -40,10 +48,7 @@ class MetricsExporter:
         try:
             self._server, _ = start_http_server(port, addr=host, registry=registry)
         except OSError as err:
-            raise MetricsUnavailable(
-                f"cannot serve metrics on {_netloc(host, port)}: {err.strerror or err}; pick another address or port"
-                " with VIDFORGE_METRICS_HOST / VIDFORGE_METRICS_PORT"
-            ) from None
+            raise metrics_unavailable(host, port, err) from None
 
     def url(self) -> str:
         host, port = self._server.server_address[:2]

@@ -64,7 +64,8 @@ class PostgresServer:
         if self.as_root:
             os.chown(pwfile, pwd.getpwnam(RUN_AS).pw_uid, -1)
         self._run(
-            "initdb", "-D", str(self.data), "-U", USER, "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8"
+            *("initdb", "-D", str(self.data), "-U", USER, "--auth=scram-sha-256"),
+            *(f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync"),  # no sync: see start_server
         )
         pwfile.unlink()
         self.start_server()
@@ -113,7 +114,9 @@ class PostgresServer:
     def start_server(self) -> None:
         """Start the server on its data dir and port and wait until it accepts connections (after a ``kill``, once
         PostgreSQL's crash recovery is done)."""
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        # fsync off: a killed server's writes are in the kernel's page cache and survive it (the fault tests kill
+        # processes, never the machine), and a test's CREATE DATABASE and commits need not wait for the disk.
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "server.log"), "-w", "start")
         self.running = True
 

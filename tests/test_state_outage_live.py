@@ -29,9 +29,10 @@ BACK_S = 60  # service back after the database is: the issue's bound is 30 s, do
 RENDERS = 3
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def database() -> Iterator[postgres.PostgresServer]:
-    """A server of this test's own, which it stops and starts."""
+    """A server of this module's own, which its tests stop and start; each test renders into a database of its
+    own on it. The failover, whose primary stays down, comes last; a test that ended with it down starts it again."""
     own = postgres.PostgresServer()
     yield own
     own.stop()
@@ -164,6 +165,8 @@ def ride_through(server: ServerProcess, wire: Wire, fault: Fault, source: tuple[
 # start saved, and the second proves the first left nothing behind that a later outage trips on.
 @pytest.mark.parametrize("kinds", [("stop", "kill"), ("stall",), ("failover",)], ids="+".join)
 def test_renders_ride_through_a_database_outage_and_each_webhook_is_sent_once(database, source, tmp_path, kinds):
+    if not database.running:
+        database.start_server()
     ca = CertificateAuthority(tmp_path / "ca")
     receiver = Receiver(ca)
     faults = [Fault(kind, database) for kind in kinds]

@@ -33,7 +33,7 @@ from render_kernels.spec import RenderSpec
 from render_kernels.video import encode_segment
 from serve_app.rendering._render_tasks import encode_segment_parts
 from tests.cluster import LocalCluster
-from tests.harness import REPO, TERMINAL, ServerProcess, Wire, free_port, poll_task, upload, wait_until
+from tests.harness import REPO, START_TIMEOUT_S, TERMINAL, ServerProcess, Wire, free_port, poll_task, upload, wait_until
 from tests.media import decode_all, make_clip, psnr_y
 
 pytestmark = pytest.mark.ray
@@ -157,16 +157,22 @@ def test_serve_without_ray_address_runs_its_own_ray_beside_a_running_cluster(clu
     address joins the last cluster `ray start` made on this host instead (the address it wrote to
     $RAY_TMPDIR/ray/ray_current_cluster), so a `vidforge serve` started beside one deployed itself into that
     cluster (seen when two test runs shared a machine). Here the file names this module's cluster. Nothing renders
-    on it: it starts without the warm pool."""
+    on it, and it is stopped once it has said which Ray it is on (the line it prints when `ray.init` returns)."""
     ray_tmp = Path(tempfile.mkdtemp(prefix="vfr-", dir="/tmp"))  # short: Ray's unix sockets go under it
+    alone = ServerProcess(tmp_path / "data", env={"RAY_TMPDIR": str(ray_tmp)})
+
+    def ray_named() -> list[str]:
+        assert alone.proc is not None and alone.proc.poll() is None, alone.log_path.read_text()[-4000:]
+        return [line for line in alone.log_path.read_text().splitlines() if "vidforge: Ray cluster at" in line]
+
     try:
         (ray_tmp / "ray").mkdir()
         (ray_tmp / "ray" / "ray_current_cluster").write_text(cluster.address)
-        with ServerProcess(tmp_path / "data", env={"RAY_TMPDIR": str(ray_tmp)}) as alone:
-            log = alone.log_path.read_text().splitlines()
+        alone.start(wait=False)
+        joined = wait_until(ray_named, START_TIMEOUT_S, interval=0.1, message="the server to say which Ray it is on")
     finally:
+        alone.kill()
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    joined = [line for line in log if "vidforge: Ray cluster at" in line]
     assert len(joined) == 1 and not joined[0].endswith(cluster.address), joined
 
 

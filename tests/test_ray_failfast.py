@@ -149,6 +149,9 @@ def test_a_port_taken_once_ray_has_started_is_the_same_one_line(tmp_path, monkey
     (tmp_path / "data").mkdir()
     monkeypatch.setenv("VIDFORGE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("VIDFORGE_WARM_POOL", "false")  # nothing renders here (as a ServerProcess starts)
+    # One replica that fails to bind is the failure (Serve tries three before it calls the deployment failed, each
+    # binding the same taken port): the Serve controller, started by the Ray started below, reads this.
+    monkeypatch.setenv("RAY_SERVE_MAX_PER_REPLICA_RETRY_COUNT", "1")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

@@ -72,8 +72,9 @@ def create_behind_the_service(server: ServerProcess, principal: str, arguments: 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One server for the module (a start costs 15-30 s): each test leaves no render of its own running, and the
-    whole-server restart comes last. A quota of one render makes a slot left taken show at the next create."""
-    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1"}
+    whole-server restart comes last. A quota of one render makes a slot left taken show at the next create. The
+    sweep runs every second (5 by default): the task no start ever ran is found sooner once its lease is out."""
+    env = {"VIDFORGE_POLL_INTERVAL_MS": "500", "VIDFORGE_MAX_CONCURRENT_RENDERS": "1", "VIDFORGE_SWEEP_INTERVAL_S": "1"}
     with ServerProcess(tmp_path_factory.mktemp("recovery") / "data", env=env) as proc:
         yield proc
 

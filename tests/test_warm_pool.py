@@ -26,6 +26,9 @@ from tests.media import make_clip
 TOKEN = "tok-warm"
 IDLE_THRESHOLD_ENV = "RAY_idle_worker_killing_time_threshold_ms"
 IDLE_THRESHOLD_MS = 3000  # Ray ends a worker idle this long (vidforge's default: five minutes)
+# Between two looks at the server's processes. A worker process lives at least IDLE_THRESHOLD_MS, and a segment runs
+# for seconds, so no look misses one; looking back to back took a core from the render it watched.
+LOOK_S = 0.1
 KERNELS_LIBRARY = "libavcodec"  # mapped into a process once it has imported PyAV
 
 
@@ -122,6 +125,7 @@ def held_throughout(server: ServerProcess, pool_size: int, seconds: float) -> No
         held = held_workers(server)
         workers = sorted(title.strip() for _, title in server.processes() if title.startswith("ray::"))
         assert len(held) >= pool_size, f"the pool was let go at rest: {workers}"
+        time.sleep(LOOK_S)
 
 
 def workers_of_a_render(server: ServerProcess, wire: Wire, source: str) -> tuple[set[int], set[int]]:
@@ -140,6 +144,7 @@ def workers_of_a_render(server: ServerProcess, wire: Wire, source: str) -> tuple
                 seen.add(pid)
                 if title.startswith("ray::encode_segment_parts"):
                     segments.add(pid)
+        time.sleep(LOOK_S)
     assert task["status"] == "completed", task
     return segments, seen
 

@@ -149,8 +149,10 @@ def test_events_pending_when_the_server_is_killed_are_delivered_once_after_its_r
         wait_until(tried, DELIVERY_S, message="both events tried against the receiver that is down")
         pending = sorted(item["event_id"] for item in deliveries(server, RESTARTED))
         server.kill()  # SIGKILL: the server, its Ray, the dispatcher
-        server.start()
+        # Back before the server: its first tries after the restart find the receiver up (a try that finds it down
+        # waits the growing backoff out), and still nothing but the restarted server delivers.
         back = Receiver(ca, port=port)
+        server.start()
         wait_until(
             lambda: all(item["state"] == "delivered" for item in deliveries(server, RESTARTED)),
             DELIVERY_S,

@@ -135,3 +135,24 @@ def test_the_client_imports_no_ray():
     probe = "import sys, vidforge_client.commands, vidforge_client.tasks; print('ray' in sys.modules)"
     ran = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0 and ran.stdout.strip() == "False", ran.stdout + ran.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [["--help"], ["--version"], ["renders", "list"], ["assets", "list", "--json"], ["renders", "get", "x"]]
+)
+def test_commands_that_open_no_mcp_session_start_without_the_sdk(command):
+    """Only `render` talks MCP: the rest start without the SDK or its types, most of a command's start-up (`renders
+    get` loads the types once an answer comes, to read its quality check). The server here refuses the connection,
+    so each ends as `vidforge` does when no server runs."""
+    probe = (
+        "import sys, runpy\n"
+        f"sys.argv = ['vidforge', *{command!r}]\n"
+        "try:\n"
+        "    runpy.run_module('serve_app.launch.cli', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('mcp' in sys.modules or 'mcp_types' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {"VIDFORGE_SERVER": "http://127.0.0.1:9/mcp", "PATH": "/usr/bin:/bin"}
+    ran = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.stderr.strip().splitlines()[-1] == "False", ran.stdout + ran.stderr

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx2
 from pydantic import BaseModel
@@ -16,13 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from mcp_protocol.answers import AssetItem, DeliveryItem, ListingPage, RenderItem
-from vidforge_client._quality import CheckedRender, QualityAnswer
 from vidforge_client.address import ServerAddress
 from vidforge_client.failures import read_as
 from vidforge_client.transfers import Listed, ServerFiles
 
 PIPE_WIDTH = 240  # a table piped to a file or a pager is not cut to 80 columns
 TIMEOUT_S = 60.0
+
+if TYPE_CHECKING:
+    from vidforge_client._quality import QualityAnswer
 
 ItemT = TypeVar("ItemT", bound=BaseModel)
 
@@ -72,6 +74,9 @@ def print_render(body: object, render_id: str, as_json: bool) -> None:
     if as_json:
         print(json.dumps(body, indent=2))
         return
+    # Here: the quality check's reading loads the MCP types, which no listing needs.
+    from vidforge_client._quality import CheckedRender
+
     item = read_as(CheckedRender, body, f"GET /renders/{render_id}")
     _stdout().print(render_table(item, item.qc))
 

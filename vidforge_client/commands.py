@@ -15,8 +15,6 @@ from typing import Any, get_args
 from mcp_protocol.domain import OutputFormat, Position, Resolution
 from vidforge_client._interrupt import Interrupt
 from vidforge_client._listing import list_items, show_render
-from vidforge_client._progress import progress_view
-from vidforge_client._render import RenderOrder, render
 from vidforge_client.address import DEFAULT_SERVER, SERVER_VARIABLE, TOKEN_VARIABLE, BadServerUrl, ServerAddress
 from vidforge_client.failures import ClientFailure, ExitCode, failure_of
 
@@ -103,6 +101,10 @@ def _positive(value: str) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
+    # Here, not at the top: the MCP SDK, which only `render` uses, is most of a command's start-up.
+    from vidforge_client._progress import progress_view
+    from vidforge_client._render import RenderOrder, render
+
     order = RenderOrder(
         source=args.source,
         resolution=args.resolution,

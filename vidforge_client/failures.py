@@ -4,16 +4,15 @@ SDK's task groups too), are translated here, so no traceback reaches the person.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from enum import IntEnum
 from typing import TypeVar
 
 import httpx2
-from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
 from vidforge_client.address import TOKEN_VARIABLE, ServerAddress
-from vidforge_client.tasks import TaskCancelled, TaskEnded
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
@@ -33,6 +32,13 @@ class ClientFailure(Exception):
         super().__init__(message)
         self.exit_code = exit_code
         self.message = message
+
+
+class TaskOutcome(Exception):
+    """How a task this client followed ended, when that ends the command (vidforge_client.tasks raises them)."""
+
+    def failure(self) -> ClientFailure:
+        raise NotImplementedError
 
 
 def unreachable(address: ServerAddress) -> ClientFailure:
@@ -57,11 +63,11 @@ def failure_of(exc: BaseException, address: ServerAddress) -> ClientFailure | No
     for leaf in leaves:
         if isinstance(leaf, ClientFailure):
             return leaf
-        if isinstance(leaf, TaskCancelled):
-            return ClientFailure(ExitCode.INTERRUPTED, f"interrupted: {leaf.task_id} was cancelled on the server")
-        if isinstance(leaf, TaskEnded):
-            state = leaf.state
-            return ClientFailure(ExitCode.FAILED, f"{state.task_id} was {state.status} on the server")
+        if isinstance(leaf, TaskOutcome):
+            return leaf.failure()
+    # Only a command that loaded the MCP SDK can have raised its error: the others never import it (most of their
+    # start-up time).
+    sdk_errors = sys.modules.get("mcp.shared.exceptions")
     for leaf in leaves:
         if isinstance(leaf, httpx2.ConnectError | httpx2.ConnectTimeout):
             return unreachable(address)
@@ -69,7 +75,7 @@ def failure_of(exc: BaseException, address: ServerAddress) -> ClientFailure | No
             return ClientFailure(ExitCode.SERVER, f"{address.mcp_url} stopped answering (timed out); try again")
         if isinstance(leaf, httpx2.TransportError):
             return ClientFailure(ExitCode.SERVER, f"lost the connection to {address.mcp_url} ({leaf}); try again")
-        if isinstance(leaf, MCPError):
+        if sdk_errors is not None and isinstance(leaf, sdk_errors.MCPError):
             return ClientFailure(ExitCode.SERVER, f"{address.mcp_url} refused the request: {leaf.message}")
     return None
 

@@ -35,6 +35,8 @@ from mcp_types import (
 )
 from pydantic import BaseModel, field_validator
 
+from vidforge_client.failures import ClientFailure, ExitCode, TaskOutcome
+
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 DEFAULT_POLL_INTERVAL_MS = 1000  # for a task answer that gives none (ext-tasks makes pollIntervalMs optional)
 
@@ -92,7 +94,7 @@ class TaskRequest(Request[TaskParams, str]):  # tasks/get, tasks/update, tasks/c
     name_param = "taskId"  # sent as the Mcp-Name header, as the tasks extension requires
 
 
-class TaskEnded(Exception):
+class TaskEnded(TaskOutcome):
     """The task ended without a result: `failed` (a JSON-RPC error) or `cancelled` (not by this client)."""
 
     def __init__(self, state: TaskState) -> None:
@@ -100,13 +102,19 @@ class TaskEnded(Exception):
         super().__init__(f"task {state.task_id} {state.status}: {why}")
         self.state = state
 
+    def failure(self) -> ClientFailure:
+        return ClientFailure(ExitCode.FAILED, f"{self.state.task_id} was {self.state.status} on the server")
 
-class TaskCancelled(Exception):
+
+class TaskCancelled(TaskOutcome):
     """This client asked the server to cancel the task (the `cancel` event), and the server took the request."""
 
     def __init__(self, task_id: str) -> None:
         super().__init__(f"task {task_id} cancelled on request")
         self.task_id = task_id
+
+    def failure(self) -> ClientFailure:
+        return ClientFailure(ExitCode.INTERRUPTED, f"interrupted: {self.task_id} was cancelled on the server")
 
 
 class TaskFollower(Protocol):

@@ -152,7 +152,8 @@ def test_inspect_without_tasks_answers_accepted_then_the_result(tmp_path):
     inspection, and once it has ended, answers it."""
     env = {"VIDFORGE_INSPECT_WAIT_S": "0.2"}
     with ServerProcess(tmp_path / "data", env=env, tokens={TOKEN: "quality"}) as server:
-        clip = make_clip(str(tmp_path / "clip.mp4"), seconds=30, width=640, height=360)
+        # 900 small frames: an inspection still far longer than the 0.2 s wait (a task to start, every frame read).
+        clip = make_clip(str(tmp_path / "clip.mp4"), seconds=30, width=160, height=90)
         source = upload(server, clip, TOKEN)
         wire = Wire(server.url, token=TOKEN)  # no tasks extension
         (tool,) = [tool for tool in wire.result("tools/list")["tools"] if tool["name"] == INSPECT]

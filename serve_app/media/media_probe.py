@@ -25,6 +25,7 @@ itself, fetching only the ranges it decodes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import pickle
@@ -164,6 +165,15 @@ def _start_parser() -> subprocess.Popen[bytes]:
 _SPARE = _Spare()
 
 
+def _hand_over(parser: subprocess.Popen[bytes], request: bytes) -> None:
+    assert parser.stdin is not None, "piped"
+    with contextlib.suppress(BrokenPipeError):  # it died before the parse: read as a crash
+        try:
+            parser.stdin.write(request)
+        finally:
+            parser.stdin.close()
+
+
 async def _read_to_end(parser: subprocess.Popen[bytes]) -> bytes:
     """Everything the parser writes to its stdout, once it closes it (when it ends)."""
     assert parser.stdout is not None, "piped"
@@ -200,12 +210,8 @@ async def parse_isolated(bounds: ParseBounds, fn: Callable[..., Any], path: Medi
     Cancelling the caller kills the parser."""
     parser = _SPARE.take()
     try:
-        assert parser.stdin is not None, "piped"
-        try:
-            parser.stdin.write(pickle.dumps(ParseRequest(fn, path, args, bounds)))
-            parser.stdin.close()
-        except BrokenPipeError:
-            pass  # it died before the parse: read as a crash below
+        # From a thread: a spare still importing reads it only then, and a request past the pipe's buffer would wait.
+        await asyncio.to_thread(_hand_over, parser, pickle.dumps(ParseRequest(fn, path, args, bounds)))
         try:
             said = await asyncio.wait_for(_read_to_end(parser), bounds.timeout_s)
         except TimeoutError:

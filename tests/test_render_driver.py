@@ -47,7 +47,7 @@ pytestmark = pytest.mark.ray
 
 CPUS = 2
 SECONDS = 6.0
-FPS = 30
+FPS = 15  # a keyframe a second still (gop=FPS), at half the frames each of the module's renders encodes at 30
 SEGMENT_S = 2.0  # the shortest segment here (VIDFORGE_MIN_SEGMENT_S): the 6 s clip cuts in three, as a long one would
 # A RenderJob of this module: its 6 s clip cut in segments as a long source would be.
 short_clip_job = functools.partial(RenderJob, min_segment_s=SEGMENT_S)

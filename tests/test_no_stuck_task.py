@@ -42,7 +42,8 @@ def env(tmp_path_factory):
     registry = registry_client(config)
     try:
         assets = AssetStore(config)
-        clip = make_clip(str(root / "clip.mp4"), seconds=20.0, width=640, height=360)
+        # 300 frames to encode at 720p: seconds of work after the first frames, in which a cancel must land.
+        clip = make_clip(str(root / "clip.mp4"), seconds=10.0, width=320, height=180)
         source = assets.add_file(clip, PRINCIPAL).uri
         logo = assets.add_file(make_watermark_png(str(root / "logo.png")), PRINCIPAL).uri
         yield SimpleNamespace(config=config, registry=registry, source=source, logo=logo)

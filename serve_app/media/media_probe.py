@@ -94,7 +94,7 @@ class ParseBounds:
 
     timeout_s: float
     memory_bytes: int
-    fault_prefix: str = ""  # the test seam; see _test_fault
+    fault_prefix: str = ""  # the test seam; see apply_test_fault
 
     @classmethod
     def of(cls, config: Config) -> ParseBounds:

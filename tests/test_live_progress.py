@@ -41,8 +41,10 @@ def server(shared_server):
 
 @pytest.fixture(scope="module")
 def source(server, tmp_path_factory):
+    # 600 frames to encode at 720p are the render's length; a 360p source is a quarter of the pictures to make and
+    # decode.
     clip = make_clip(
-        str(tmp_path_factory.mktemp("live-media") / "720p.mp4"), seconds=20.0, width=1280, height=720, audio=True
+        str(tmp_path_factory.mktemp("live-media") / "360p.mp4"), seconds=20.0, width=640, height=360, audio=True
     )
     return upload(server, clip, TOKEN)
 

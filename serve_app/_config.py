@@ -66,7 +66,7 @@ class Config(BaseSettings):
     max_frame_rate: float = 240.0  # phone slow motion
     max_output_frames: int = 864_000  # 4 h at 60 fps
     parse_timeout_s: float = 120.0  # one isolated parse of uploaded media (serve_app.media.media_probe)
-    parse_memory_bytes: int = 1024**3  # what one parse may allocate beyond its idle worker process
+    parse_memory_bytes: int = 1024**3  # what one parse may allocate beyond what its fresh process holds
     # Test seam only (media_probe.apply_test_fault): unset in production.
     parse_fault_prefix: str = Field(default="", validation_alias="VIDFORGE_TEST_PARSE_FAULT_PREFIX")
     render_timeout_s: float = 21_600.0  # 6 h: one run of a render, approval wait included, then render_timeout

@@ -58,6 +58,13 @@ async def test_a_parse_answers_what_the_kernel_found_from_another_process(tmp_pa
     assert os.getpid() not in (first, second) and first != second  # a process of its own, each time
 
 
+async def test_a_deadline_past_what_an_alarm_holds_still_parses(tmp_path):
+    """The parse's own alarm (for an asker that died) is capped where alarm(2) stops: a VIDFORGE_PARSE_TIMEOUT_S of
+    years is no deadline, not a parser that dies at its start."""
+    bounds = ParseBounds(timeout_s=1e12, memory_bytes=PLAIN.memory_bytes)
+    assert await parse_isolated(bounds, process_id, str(tmp_path)) != os.getpid()
+
+
 async def test_a_crash_is_unsupported_media_and_the_next_parse_works(tmp_path):
     with pytest.raises(UnsupportedMedia, match="^the media parser crashed reading this file$") as crash:
         await parse_isolated(BOUNDS, inspect_media, faulty(tmp_path, b"abort"), MediaLimits())

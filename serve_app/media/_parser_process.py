@@ -15,6 +15,8 @@ import sys
 
 from serve_app.media.media_probe import ORPHAN_GRACE_S, ParseAnswer, ParseRequest, apply_test_fault, cap_memory
 
+ALARM_MAX_S = 2**31 - 1  # what alarm(2) takes everywhere
+
 
 def main() -> None:
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
@@ -23,7 +25,8 @@ def main() -> None:
         request: ParseRequest = pickle.load(sys.stdin.buffer)
     except EOFError:  # the asking process ended without a parse for this spare
         return
-    signal.alarm(math.ceil(request.bounds.timeout_s) + ORPHAN_GRACE_S)  # ends a parse whose asker died first
+    # Ends a parse whose asker died first; no later than an alarm can be set (a deadline past it is no deadline).
+    signal.alarm(min(math.ceil(request.bounds.timeout_s) + ORPHAN_GRACE_S, ALARM_MAX_S))
     cap_memory(request.bounds.memory_bytes)
     if request.bounds.fault_prefix:
         apply_test_fault(request.path, request.bounds.fault_prefix.encode())

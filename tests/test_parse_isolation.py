@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 FAULT = "TEST-FAULT:"
 BOUNDS = ParseBounds(timeout_s=60.0, memory_bytes=256 * 1024**2, fault_prefix=FAULT)
-PLAIN = ParseBounds(timeout_s=60.0, memory_bytes=256 * 1024**2)  # no test seam: the kernels below read no file
+PLAIN = replace(BOUNDS, fault_prefix="")  # no test seam: the kernels below read no file
 
 
 def process_id(path: str) -> int:
@@ -61,7 +62,7 @@ async def test_a_parse_answers_what_the_kernel_found_from_another_process(tmp_pa
 async def test_a_deadline_past_what_an_alarm_holds_still_parses(tmp_path):
     """The parse's own alarm (for an asker that died) is capped where alarm(2) stops: a VIDFORGE_PARSE_TIMEOUT_S of
     years is no deadline, not a parser that dies at its start."""
-    bounds = ParseBounds(timeout_s=1e12, memory_bytes=PLAIN.memory_bytes)
+    bounds = replace(PLAIN, timeout_s=1e12)
     assert await parse_isolated(bounds, process_id, str(tmp_path)) != os.getpid()
 
 
@@ -73,7 +74,7 @@ async def test_a_crash_is_unsupported_media_and_the_next_parse_works(tmp_path):
 
 
 async def test_a_hang_is_cut_at_the_deadline(tmp_path):
-    bounds = ParseBounds(timeout_s=1.0, memory_bytes=BOUNDS.memory_bytes, fault_prefix=FAULT)
+    bounds = replace(BOUNDS, timeout_s=1.0)
     with pytest.raises(OverLimit, match=r"^reading the file took longer than 1 s$") as hang:
         await parse_isolated(bounds, inspect_media, faulty(tmp_path, b"hang"), MediaLimits())
     assert hang.value.limit == "parse_timeout_s"

@@ -4,8 +4,8 @@ written for the reviewer, then the wait for the decision while the segments keep
 The preview of a source the upload's parse vetted is rendered as the segments are: by the segment that holds its
 frame, as it passes it, when that is a few seconds into the segment (render_kernels.plan_stills) and the segment
 starts within STILL_START_WAIT_S; else by a Ray task in a pooled worker, beside them (the task's own decode and
-worker ~0.5 CPU-s more than the segment's picture, 5-10 % of a 10 s render). A source nobody vetted had its preview made by the parser that probed it
-(serve_app.rendering._render_plan).
+worker ~0.5 CPU-s more than the segment's picture, 5-10 % of a 10 s render). A source nobody vetted had its preview
+made by the parser that probed it (serve_app.rendering._render_plan).
 """
 
 from __future__ import annotations

@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
-from typing import cast
 
 import av
-from av.sidedata.sidedata import SideDataContainer, Type
+from av.sidedata.sidedata import Type
 
 UPRIGHT = (0, False)  # (clockwise degrees, mirrored): the picture is shown as it is decoded
 
@@ -45,9 +44,10 @@ def orientation_from_matrix(matrix: Sequence[int]) -> tuple[int, bool]:
 
 def display_orientation(frame: av.VideoFrame) -> tuple[int, bool]:
     """(rotation, hflip) of a decoded frame: decoders attach the stream's display matrix to every frame."""
-    for side_data in cast(SideDataContainer, frame.side_data):  # PyAV's stub calls it a TypedDict
-        if side_data.type == Type.DISPLAYMATRIX and len(bytes(side_data)) == 36:
-            return orientation_from_matrix(struct.unpack("=9i", bytes(side_data)))
+    # Looked up by type: iterating the container gives the entries in PyAV 18.1.0 and their types from 18.1.1 on.
+    display_matrix = frame.side_data.get(Type.DISPLAYMATRIX)
+    if display_matrix is not None and len(bytes(display_matrix)) == 36:
+        return orientation_from_matrix(struct.unpack("=9i", bytes(display_matrix)))
     return UPRIGHT
 
 

@@ -90,7 +90,7 @@ def check_shown_output(path: str, size: tuple[int, int], seconds: float = SECOND
         assert float(video.duration * video.time_base) == pytest.approx(seconds, abs=0.03)  # the video's own
         frames = 0
         for frame in container.decode(video):
-            assert frame.rotation == 0 and "DISPLAYMATRIX" not in {s.type.name for s in frame.side_data}
+            assert frame.rotation == 0 and "DISPLAYMATRIX" not in frame.side_data
             assert marker_corner(frame.to_ndarray(format="rgb24")) == "top_left", f"frame {frames}"
             frames += 1
         assert frames == FRAMES
@@ -156,7 +156,7 @@ def test_the_corpus_phone_video_stores_what_phones_store(corpus):
     # Ties the corpus (and so every orientation test) to real phones' display matrix, not to this code's reading.
     with av.open(corpus["phone_portrait_90"]) as container:
         frame = next(container.decode(video=0))
-        matrix = next(bytes(s) for s in frame.side_data if s.type.name == "DISPLAYMATRIX")
+        matrix = bytes(frame.side_data["DISPLAYMATRIX"])
     assert struct.unpack("=9i", matrix) == PHONE_PORTRAIT_MATRIX
     assert orientation_from_matrix(PHONE_PORTRAIT_MATRIX) == (90, False)
 

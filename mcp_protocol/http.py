@@ -19,14 +19,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 import pydantic_core
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_protocol.json_types import JSONObject, JSONValue
+
+if TYPE_CHECKING:  # the SDK is loaded by the ingress that builds the manager; the refusals here need none of it
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 

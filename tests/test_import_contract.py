@@ -122,10 +122,14 @@ def test_the_console_scripts_module_is_public():
     assert (ROOT / "serve_app/launch/cli.py").is_file()
 
 
-# The modules a server's long-lived actors and render workers load (Ray imports an actor's or a task's module in
-# its worker process). None answers JSON-RPC, so none should pay for the MCP SDK, which loads whole: about 0.7 CPU-s
-# and 25 MiB in every one of those processes, at every start.
-ACTOR_MODULES = (
+# The modules a server's long-lived processes load: `vidforge serve` itself (its driver deploys the ingress and then
+# waits), its actors and its render workers (Ray imports an actor's or a task's module in its worker process). None
+# answers JSON-RPC, so none should pay for the MCP SDK, which loads whole: about 0.7 CPU-s and 25 MiB in every one of
+# those processes, at every start. The ingress replicas load it, and the job desk (its task params are the SDK's).
+SERVER_PROCESS_MODULES = (
+    "serve_app.launch.cli",
+    "serve_app.launch.deployment",
+    "serve_app.launch._startup",
     "actors.task_registry",
     "serve_app.rendering.supervisor",
     "serve_app.rendering._render_tasks",
@@ -135,8 +139,10 @@ ACTOR_MODULES = (
 )
 
 
-def test_the_actors_load_without_the_mcp_sdk():
-    script = f"import sys; import {', '.join(ACTOR_MODULES)}; print(sorted(m for m in sys.modules if m == 'mcp'))"
+def test_the_driver_actors_and_workers_load_without_the_mcp_sdk():
+    script = (
+        f"import sys; import {', '.join(SERVER_PROCESS_MODULES)}; print(sorted(m for m in sys.modules if m == 'mcp'))"
+    )
     loaded = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == "[]"

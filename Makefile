@@ -15,6 +15,10 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 HOSTS_DIR := tests/clients/inspector
 HOSTS_STAMP := $(HOSTS_DIR)/node_modules/.installed
 PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
+# pytest with compiled code cached in __pycache__ even where the environment sets PYTHONDONTWRITEBYTECODE: without the
+# cache every pytest process rewrites and compiles each test module again at collection (9 CPU-s a process, 8 s of the
+# fast lane's minute), and every server and Ray worker the tests start compiles vidforge's modules it imports.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: serve test test-fast lint clients bench chaos fuzz docs-screenshot player clean
 
@@ -53,15 +57,15 @@ serve: $(RUNTIME_STAMP)
 # tests/conftest.py hands the files out longest first and the modules on the session's shared servers to one worker
 # together. The tests marked `solo` run after them, one at a time (see tests/conftest.py).
 test: $(TEST_STAMP) clients
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not solo"
-	$(BIN)/python -m pytest -m solo
+	$(PYTEST) -n 2 --dist loadfile -m "not solo"
+	$(PYTEST) -m solo
 
 # The fast lane: every test not marked `slow` or `ray` (in-process: no Ray, no server process, no long encode; a test
 # that starts one unmarked fails, see tests/conftest.py), under a minute. On two workers (xdist's `load`: tests, not
 # files, go to whichever is free): its ~40 CPU-s and its waits on receivers and timeouts split over both cores, for
 # ~3 CPU-s more (the second worker's collection).
 test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest -n 2 -m "not slow and not ray"
+	$(PYTEST) -n 2 -m "not slow and not ray"
 
 # Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on every package).
 lint: $(TEST_STAMP)
@@ -98,8 +102,8 @@ bench: $(TEST_STAMP)
 # The review page's and the watch page's pictures in the README and docs/operating.md, from the real browser of
 # tests/test_review_page.py and tests/test_watch_page.py (a test run leaves them alone).
 docs-screenshot: $(TEST_STAMP)
-	VIDFORGE_DOCS_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_review_page.py -k approve_on_the_page -q
-	VIDFORGE_DOCS_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_watch_page.py -k plays_the_video -q
+	VIDFORGE_DOCS_SCREENSHOT=1 $(PYTEST) tests/test_review_page.py -k approve_on_the_page -q
+	VIDFORGE_DOCS_SCREENSHOT=1 $(PYTEST) tests/test_watch_page.py -k plays_the_video -q
 
 # The watch page's player, hls.js, ships built inside the package (serve_app/ingress/review/static/), so `pip install`
 # needs neither Node nor a CDN. web/package-lock.json pins it; this installs exactly that and copies the build in.

@@ -10,7 +10,6 @@ from itertools import islice
 
 import av
 import numpy as np
-import pyloudnorm
 import pytest
 from PIL import Image
 
@@ -174,6 +173,9 @@ def test_qc_leaves_the_encoded_bytes_as_they_are(defect_clip, defect_render, wat
 
 
 def test_integrated_loudness_matches_a_reference_bs1770_meter(clean_clip):
+    # Imported here: it loads SciPy's signal package (1 CPU-s), which every pytest process would pay at collection.
+    import pyloudnorm
+
     audio = encode_audio(clean_clip, "mp4", qc=THRESHOLDS)
     assert audio is not None and audio.qc is not None
     with av.open(clean_clip) as container:  # the samples the encoder got: 48 kHz stereo float, as decoded

@@ -61,11 +61,12 @@ test: $(TEST_STAMP) clients
 	$(PYTEST) -m solo
 
 # The fast lane: every test not marked `slow` or `ray` (in-process: no Ray, no server process, no long encode; a test
-# that starts one unmarked fails, see tests/conftest.py), under a minute. On two workers (xdist's `load`: tests, not
-# files, go to whichever is free): its ~40 CPU-s and its waits on receivers and timeouts split over both cores, for
-# ~3 CPU-s more (the second worker's collection).
+# that starts one unmarked fails, see tests/conftest.py), under a minute. On three workers (xdist's `load`: tests, not
+# files, go to whichever is free), though the machine has two cores: a tenth of its time is tests waiting on
+# receivers and timeouts, which a third worker fills (about 44 s instead of 52 on 2 cores), for ~4 CPU-s more (one
+# more collection).
 test-fast: $(TEST_STAMP)
-	$(PYTEST) -n 2 -m "not slow and not ray"
+	$(PYTEST) -n 3 -m "not slow and not ray"
 
 # Lint, format, types and the rooms' import contracts, as configured in pyproject.toml (mypy: strict flags on every package).
 lint: $(TEST_STAMP)

@@ -53,6 +53,7 @@ SHARED_SERVER_MODULES = frozenset(
         "test_live_progress",
         "test_progress_cadence",
         "test_mcp_wire",
+        "test_metrics_privacy",
         "test_quality_live",
         "test_streaming_live",
         "test_node_clients",
@@ -81,7 +82,6 @@ MODULE_SECONDS = {
     "test_media_limits": 85,
     "test_render_driver": 150,
     "test_storage_faults": 50,
-    "test_metrics_privacy": 85,
     "test_private_files": 55,
     "test_oauth": 45,
     "test_no_stuck_task": 30,
@@ -127,6 +127,7 @@ MODULE_SECONDS = {
     "test_upload_errors": 25,
     "test_quality_live": 100,
     "test_streaming_live": 70,
+    "test_metrics_privacy": 30,
 }
 
 

@@ -1,11 +1,12 @@
 """Issue 32 item 3, live: a real `vidforge serve` on loopback serves its metrics on loopback only, names no tenant,
 and keeps its series off every port it leaves open to the network.
 
-Two tenants, `alice` and `bob`, each render one clip. With the default settings, the one metrics endpoint listens
-on the API's address (127.0.0.1) and nowhere else, its scrape counts both renders under `principal="all"` and holds
-neither name, and no other listening socket of the server's processes bound beyond loopback (Ray's own, which Ray
-binds on every interface) answers a `/metrics` scrape with a vidforge series or a tenant's name. With
-VIDFORGE_METRICS_PRINCIPALS=hashed, the scrape tells the two apart by their keyed hashes.
+Two tenants, `amsel` and `birke`, each render one clip. With the default settings (the session's shared server),
+the one metrics endpoint listens on the API's address (127.0.0.1) and nowhere else, its scrape counts both renders
+under `principal="all"` and holds neither name, and no other listening socket of the server's processes bound beyond
+loopback (Ray's own, which Ray binds on every interface) answers a `/metrics` scrape with a vidforge series or a
+tenant's name. With VIDFORGE_METRICS_PRINCIPALS=hashed, on a server of its own, the scrape tells the two apart by
+their keyed hashes.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from serve_app.observability._reporter import REPORT_INTERVAL_S
 from tests.harness import TERMINAL, ServerProcess, Wire, free_port, poll_task, run_vidforge, upload, wait_until
 from tests.media import make_clip
 
 pytestmark = pytest.mark.ray
 
-TOKENS = {"tok-metrics-alice-6e1f": "alice", "tok-metrics-bob-93ca": "bob"}
-NAMES = ("alice", "bob")
+# Also the shared server's (tests/conftest.py).
+TOKENS = {"tok-metrics-amsel-6e1f": "amsel", "tok-metrics-birke-93ca": "birke"}
+NAMES = ("amsel", "birke")
 DEADLINE_S = 120
 
 
@@ -62,6 +65,19 @@ def scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 def created_by_label(url: str) -> dict[str, float]:
     created = scrape(url).get("vidforge_renders_created_total", {})
     return {dict(labels)["principal"]: value for labels, value in created.items()}
+
+
+def settled_count(url: str) -> float:
+    """The `all` count of created renders once two scrapes more than a report interval apart agree: every render
+    created before it is in it (each process reports its changes every REPORT_INTERVAL_S)."""
+    seen: list[float] = []
+
+    def settled() -> bool:
+        seen.append(created_by_label(url).get("all", 0.0))
+        return len(seen) > 1 and seen[-1] == seen[-2]
+
+    wait_until(settled, DEADLINE_S, interval=1.5 * REPORT_INTERVAL_S, message="the created count to settle")
+    return seen[-1]
 
 
 def listening_sockets(pids: list[int]) -> set[tuple[str, int]]:
@@ -106,23 +122,26 @@ def what_it_answers(address: str, port: int) -> str:
         return ""
 
 
-def test_by_default_the_endpoint_is_the_apis_address_only_and_names_no_tenant(tmp_path):
-    with ServerProcess(tmp_path / "data", env={"VIDFORGE_POLL_INTERVAL_MS": "500"}, tokens=TOKENS) as server:
-        render_as_each_tenant(server, tmp_path)
-        url = metrics_url(server)
-        host, port = urlsplit(url).hostname, urlsplit(url).port
-        assert host == "127.0.0.1", url  # the API's own address (the harness binds it to loopback)
-        wait_until(lambda: created_by_label(url) == {"all": 2.0}, DEADLINE_S, message="both renders, as `all`")
-        exposition = httpx.get(url, timeout=30).text
-        assert not [name for name in NAMES if name in exposition], "a tenant's name is on the metrics endpoint"
+def test_by_default_the_endpoint_is_the_apis_address_only_and_names_no_tenant(shared_server, tmp_path):
+    # The shared server runs the default metrics settings; the modules before this one have rendered on it too, and
+    # none renders while this one runs (they run one after another), so its two renders are what the count gains.
+    server = shared_server
+    url = metrics_url(server)
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+    assert host == "127.0.0.1", url  # the API's own address (the harness binds it to loopback)
+    before = settled_count(url)
+    render_as_each_tenant(server, tmp_path)
+    wait_until(lambda: created_by_label(url) == {"all": before + 2}, DEADLINE_S, message="both renders, as `all`")
+    exposition = httpx.get(url, timeout=30).text
+    assert not [name for name in NAMES if name in exposition], "a tenant's name is on the metrics endpoint"
 
-        sockets = listening_sockets([pid for pid, _ in server.processes()])
-        assert [address for address, bound in sockets if bound == port] == ["127.0.0.1"], sockets
-        open_to_the_network = [(address, bound) for address, bound in sockets if reachable_from_the_network(address)]
-        for address, bound in open_to_the_network:
-            answer = what_it_answers(address, bound)
-            assert "vidforge_" not in answer, f"vidforge's series on {address}:{bound}, open to the network"
-            assert not [name for name in NAMES if re.search(rf"\b{name}\b", answer)], f"a tenant on {address}:{bound}"
+    sockets = listening_sockets([pid for pid, _ in server.processes()])
+    assert [address for address, bound in sockets if bound == port] == ["127.0.0.1"], sockets
+    open_to_the_network = [(address, bound) for address, bound in sockets if reachable_from_the_network(address)]
+    for address, bound in open_to_the_network:
+        answer = what_it_answers(address, bound)
+        assert "vidforge_" not in answer, f"vidforge's series on {address}:{bound}, open to the network"
+        assert not [name for name in NAMES if re.search(rf"\b{name}\b", answer)], f"a tenant on {address}:{bound}"
 
 
 def test_with_the_breakdown_asked_for_tenants_show_as_keyed_hashes(tmp_path):

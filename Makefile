@@ -20,7 +20,7 @@ PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.install
 # fast lane's minute), and every server and Ray worker the tests start compiles vidforge's modules it imports.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
-.PHONY: serve test test-fast lint clients bench chaos fuzz docs-screenshot player clean
+.PHONY: serve test test-fast lint clients bench chaos fuzz docs-screenshot player app-view clean
 
 $(RUNTIME_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -113,6 +113,14 @@ player:
 	cd web && npm ci --no-audit --no-fund --loglevel=error
 	cp web/node_modules/hls.js/dist/hls.min.js $(PLAYER_STATIC)/hls.min.js
 	cp web/node_modules/hls.js/LICENSE $(PLAYER_STATIC)/hls.js.LICENSE
+
+# The MCP App view (web/render-view/, served as ui://vidforge/render): one self-contained HTML document, its script
+# (the ext-apps App API, hls.js) and styles inlined and minified by esbuild, loading nothing from a CDN, shipped in the
+# package so `pip install` needs no Node; beside it the licence notices of the third-party code it bundles.
+APP_VIEW := mcp_protocol/app_view
+app-view:
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	cd web && node render-view/build.mjs ../$(APP_VIEW)/render.html ../$(APP_VIEW)/THIRD_PARTY_LICENSES.txt
 
 fuzz: $(TEST_STAMP)
 	$(BIN)/python benchmarks/fuzz.py

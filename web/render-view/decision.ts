@@ -1,0 +1,44 @@
+// The watermark decision: Approve or Reject (with an optional note) through the approve tool, then follow on.
+import { APPROVE_TOOL, app, type Json, type ToolResult } from "./bridge";
+import { announce, show, ui } from "./dom";
+import { clearError, errorMessage, showError, toolErrorText } from "./errors";
+import { poll } from "./follow";
+import { state } from "./state";
+
+async function decide(approved: boolean): Promise<void> {
+  if (!state.renderId) return;
+  const note = ui.note.value.trim();
+  const args: Json = { render_id: state.renderId, approved };
+  if (!approved && note) args.note = note;
+  ui.approve.disabled = true;
+  ui.reject.disabled = true;
+  announce(approved ? "Sending your approval…" : "Sending your rejection…");
+  try {
+    const result = (await app.callServerTool({ name: APPROVE_TOOL, arguments: args })) as ToolResult;
+    if (result.isError) {
+      ui.approve.disabled = false;
+      ui.reject.disabled = false;
+      announce("Your decision was not recorded");
+      showError(`Your decision was not recorded: ${toolErrorText(result)}`);
+      return;
+    }
+    state.decision = { approved, note: !approved && note ? note : undefined };
+    clearError();
+    announce(approved ? "Approved: the render continues" : "Rejected: stopping the render");
+    if (!approved) {
+      ui.outcome.textContent = note ? `Rejected. Note: ${note}` : "Rejected.";
+      ui.outcome.className = "bad";
+      show(ui.outcome, true);
+    }
+    show(ui.approval, false);
+    await poll();
+  } catch (err) {
+    ui.approve.disabled = false;
+    ui.reject.disabled = false;
+    announce("Your decision was not recorded");
+    showError(`Your decision was not recorded: ${errorMessage(err)}`);
+  }
+}
+
+ui.approve.addEventListener("click", () => void decide(true));
+ui.reject.addEventListener("click", () => void decide(false));

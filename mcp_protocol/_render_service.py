@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from mcp_protocol.app_view import ViewLinks
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, TaskRecord
 
 
@@ -69,6 +70,12 @@ class RenderService(Protocol):
         """The absolute, signed link of the folder of `rec`'s stream (ending in `/`; a player appends a file's name,
         and the playlists' relative URIs resolve under it), for as long as the result is kept; None for a render
         without a stream, or when the server mints none. Minted outside this room (serve_app's watch page)."""
+        ...
+
+    def view_links(self, rec: TaskRecord) -> ViewLinks:
+        """The signed HTTP links of `rec` that the render view (mcp_protocol.app_view) loads: the review page's
+        pictures while an approval is outstanding, the watch page's files once the video is finished; none where the
+        server mints no links. Minted outside this room, like `review_url` and `watch_url`."""
         ...
 
     async def read_poster(self, principal: str, render_id: str) -> bytes:

@@ -18,6 +18,7 @@ from mcp_protocol._arguments import validate_arguments
 from mcp_protocol._caller_metadata import value_too_long, with_metadata
 from mcp_protocol._render_service import RenderService
 from mcp_protocol._wire_settings import WireSettings
+from mcp_protocol.app_view import VIEW_META_KEY, view_state
 from mcp_protocol.asset_uri import AssetRef
 from mcp_protocol.catalog import (
     APPROVE_TOOL,
@@ -164,12 +165,16 @@ class ToolCalls:
         rec = await self._get(caller, RenderTarget.model_validate(args).render_id)
         service, retention_s = self._service, self._settings.result_retention_s
         status = _ok(views.render_status(rec, retention_s, service.review_url(rec), service.watch_url(rec)))
-        if not isinstance(rec.end, Succeeded):
-            return status
-        # Clients without tasks read the video from here: the quality check's report and sheet, and the stream, ride
-        # along as they do on the render's result (the status's structuredContent is closed).
-        checked = with_quality(status, rec.task_id, rec.end.artifact, await service.contact_sheet(rec))
-        return with_stream(checked, rec.task_id, rec.request, rec.end.artifact, service.stream_url(rec))
+        if isinstance(rec.end, Succeeded):
+            # Clients without tasks read the video from here: the quality check's report and sheet, and the stream,
+            # ride along as they do on the render's result (the status's structuredContent is closed).
+            checked = with_quality(status, rec.task_id, rec.end.artifact, await service.contact_sheet(rec))
+            status = with_stream(checked, rec.task_id, rec.request, rec.end.artifact, service.stream_url(rec))
+        if caller.ui:  # what the render view shows beside the closed structuredContent
+            meta = status.get("_meta")
+            shown = view_state(rec, service.view_links(rec))
+            status["_meta"] = {**(meta if isinstance(meta, dict) else {}), VIEW_META_KEY: shown}
+        return status
 
     async def _approve(self, caller: Caller, args: JSONObject) -> JSONObject:
         decision = ApprovalDecision.model_validate(args)

@@ -39,3 +39,6 @@ class WireSettings(Protocol):
 
     @property
     def listen_idle_s(self) -> float: ...
+
+    @property
+    def public_base_url(self) -> str: ...

@@ -12,6 +12,8 @@ the SDK leaves to the server:
   says: without `MCP-Protocol-Version`, or with a handshake-era one, it is 400/-32020 (header mismatch),
   never served as a 2025 request.
 - A documented request-body limit (413).
+- The extensions a handshake-era client can use, in its `initialize` answer's capabilities (`HANDSHAKE_EXTENSIONS`):
+  the SDK answers `initialize` through that revision's schema, which has no `extensions`, so it is added here.
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
+from mcp_protocol.app_view import UI_EXTENSION
 from mcp_protocol.json_types import JSONObject, JSONValue
 
 if TYPE_CHECKING:  # the SDK is loaded by the ingress that builds the manager; the refusals here need none of it
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+# The render view, which a 2025 host finds through the tools' `_meta.ui` (mcp_protocol.app_view). Not the tasks
+# extension: its methods are 2026-07-28 ones.
+HANDSHAKE_EXTENSIONS: JSONObject = {UI_EXTENSION: {}}
 
 
 async def send_json(send: Send, status: int, body: JSONValue, headers: dict[str, str] | None = None) -> None:
@@ -87,6 +93,36 @@ def jsonrpc_error_bodies(send: Send) -> Send:
         await send({**start, "headers": headers})
         start = None
         await send({"type": "http.response.body", "body": payload})
+
+    return _send
+
+
+def with_handshake_extensions(send: Send) -> Send:
+    """Add HANDSHAKE_EXTENSIONS to the capabilities of the `initialize` answer `send` carries (one JSON body, the
+    manager answering in JSON); any other answer passes as it is."""
+    start: Message | None = None
+
+    async def _send(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start" and message["status"] == 200:
+            start = message
+            return
+        if message["type"] != "http.response.body" or start is None or message.get("more_body"):
+            if start is not None:
+                await send(start)
+                start = None
+            await send(message)
+            return
+        body = message.get("body", b"")
+        decoded = json.loads(body)
+        result = decoded.get("result") if isinstance(decoded, dict) else None
+        if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
+            result["capabilities"]["extensions"] = HANDSHAKE_EXTENSIONS
+            body = json.dumps(decoded, separators=(",", ":")).encode()
+        headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+        await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+        start = None
+        await send({"type": "http.response.body", "body": body})
 
     return _send
 
@@ -156,11 +192,24 @@ class McpEndpoint:
             await send_json(send, 413, jsonrpc_error(-32600, message, {"max_body_bytes": self.max_body_bytes}))
             return
         version = headers.get("mcp-protocol-version")
+        answer = jsonrpc_error_bodies(send)
         if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
             if (mismatch := modern_envelope_mismatch(version, body)) is not None:
                 await send_json(send, 400, jsonrpc_error(-32020, mismatch))
                 return
-        await self.manager.handle_request(scope, replay(body, receive), jsonrpc_error_bodies(send))
+            if request_method(body) == "initialize":
+                answer = with_handshake_extensions(answer)
+        await self.manager.handle_request(scope, replay(body, receive), answer)
+
+
+def request_method(body: bytes) -> str | None:
+    """The JSON-RPC method a request body names; None for anything else (a batch, junk: the SDK's to refuse)."""
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError:
+        return None
+    method = message.get("method") if isinstance(message, dict) else None
+    return method if isinstance(method, str) else None
 
 
 def modern_envelope_mismatch(header_version: str | None, body: bytes) -> str | None:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar
 
 import anyio
+from mcp.server.apps import client_supports_apps
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -48,6 +49,7 @@ from mcp_protocol._tasks import (
 )
 from mcp_protocol._tools import ToolCalls
 from mcp_protocol._wire_settings import WireSettings
+from mcp_protocol.app_view import UI_EXTENSION, VIEW_URI, view_contents, view_resource, with_view_meta
 from mcp_protocol.catalog import (
     CAPABILITIES_URI,
     VIDEO_URI,
@@ -99,7 +101,7 @@ def discover_result() -> JSONObject:
         "capabilities": {
             "tools": {"listChanged": True},
             "resources": {},
-            "extensions": {TASKS_EXTENSION: {}},
+            "extensions": {TASKS_EXTENSION: {}, UI_EXTENSION: {}},
         },
         "instructions": INSTRUCTIONS,
         "ttlMs": DISCOVERY_TTL_MS,
@@ -123,7 +125,10 @@ def caller_of(ctx: RequestContext) -> Caller:
     # Starlette's AuthenticationMiddleware puts a `BaseUser` on scope["user"]; `identity` is the principal.
     principal = request.user.identity if request is not None else "local"
     elicitation = declared_modes(caps.get("elicitation"))
-    return Caller(principal=principal, tasks=TASKS_EXTENSION in extensions, elicitation=elicitation)
+    # The render view: declared with its MIME type on a 2026-07-28 request; always on a 2025 one, whose handshake
+    # this stateless server cannot remember (mcp_protocol.app_view).
+    ui = client_supports_apps(ctx) if modern else True
+    return Caller(principal=principal, tasks=TASKS_EXTENSION in extensions, elicitation=elicitation, ui=ui)
 
 
 def require_modern(ctx: RequestContext) -> None:
@@ -199,6 +204,7 @@ class VidforgeServer:
             get_tool_input_schema=lambda name: input_schemas().get(name),
         )
         self.server.extensions[TASKS_EXTENSION] = {}
+        self.server.extensions[UI_EXTENSION] = {}
 
         # Registered as plain request handlers (the constructor's `on_*` hooks do the same, but are typed for the
         # SDK's result models): the contract's shapes are built here, as JSON.
@@ -222,9 +228,10 @@ class VidforgeServer:
         return discover_result()
 
     async def _list_tools(self, ctx: RequestContext, params: PaginatedRequestParams | None) -> JSONObject:
+        tools = tool_definitions(self.settings)
         return {
             "resultType": "complete",
-            "tools": tool_definitions(self.settings),
+            "tools": with_view_meta(tools) if caller_of(ctx).ui else tools,
             "ttlMs": DISCOVERY_TTL_MS,
             "cacheScope": "private",
         }
@@ -235,17 +242,20 @@ class VidforgeServer:
         return await self.tools.call(caller_of(ctx), params.name, params.arguments)
 
     async def _list_resources(self, ctx: RequestContext, params: PaginatedRequestParams | None) -> JSONObject:
+        resources: list[JSONObject] = [
+            {
+                "uri": CAPABILITIES_URI,
+                "name": "capabilities",
+                "title": "vidforge capability summary",
+                "description": "What vidforge does and does not do, task semantics, fallbacks, error catalog.",
+                "mimeType": "application/json",
+            }
+        ]
+        if caller_of(ctx).ui:
+            resources.append(view_resource())
         return {
             "resultType": "complete",
-            "resources": [
-                {
-                    "uri": CAPABILITIES_URI,
-                    "name": "capabilities",
-                    "title": "vidforge capability summary",
-                    "description": "What vidforge does and does not do, task semantics, fallbacks, error catalog.",
-                    "mimeType": "application/json",
-                }
-            ],
+            "resources": resources,
             "ttlMs": DISCOVERY_TTL_MS,
             "cacheScope": "private",
         }
@@ -261,9 +271,12 @@ class VidforgeServer:
     async def _read_resource(self, ctx: RequestContext, params: ReadResourceRequestParams) -> JSONObject:
         uri = str(params.uri)
         principal = caller_of(ctx).principal
-        if uri == CAPABILITIES_URI:
-            summary = capability_summary(self.settings)
-            contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(summary, indent=2)}
+        if uri in (CAPABILITIES_URI, VIEW_URI):
+            if uri == VIEW_URI:
+                contents = view_contents(self.settings.public_base_url)
+            else:
+                summary = capability_summary(self.settings)
+                contents = {"uri": uri, "mimeType": "application/json", "text": json.dumps(summary, indent=2)}
             return {
                 "resultType": "complete",
                 "contents": [contents],

@@ -44,6 +44,7 @@ class Caller:
     principal: str
     tasks: bool = False
     elicitation: frozenset[ElicitationMode] = frozenset()  # the modes `clientCapabilities.elicitation` declares
+    ui: bool = False  # shown the render view (mcp_protocol.app_view: who is)
 
 
 def progress_fraction(rec: TaskRecord) -> float | None:

@@ -52,6 +52,8 @@ from serve_app.ingress._http_errors import EXCEPTION_HANDLERS
 from serve_app.ingress._origin import OriginGuard, OriginPolicy
 from serve_app.ingress.auth import authentication
 from serve_app.ingress.ray_render_service import RegistryRenderService
+from serve_app.ingress.review.routes import review_routes
+from serve_app.ingress.watch.routes import watch_routes
 from serve_app.inspecting.desk import InspectDesk
 from serve_app.inspecting.service import DeskInspections
 from serve_app.media.assets import AssetStore
@@ -72,7 +74,8 @@ class Media:
 
 
 def mcp_app(service: RegistryRenderService, config: Config) -> tuple[Starlette, StreamableHTTPSessionManager]:
-    """`/mcp` as `serve_app.ingress.app.build_app` mounts it (minus the Ray-held admission caps and the file routes)."""
+    """`/mcp` as `serve_app.ingress.app.build_app` mounts it, and the review and watch pages' routes its links open
+    (minus the Ray-held admission caps and the file routes)."""
     # The import desk in this process: an import runs up to its media parse, which needs Ray (the end-to-end tests').
     # The inspection desk too: an inspection's own work is a Ray task (the end-to-end tests'); the checks before it
     # are not.
@@ -86,7 +89,7 @@ def mcp_app(service: RegistryRenderService, config: Config) -> tuple[Starlette, 
         middleware=[authentication(config, TOKENS)],
     )
     app = Starlette(
-        routes=[authenticated],
+        routes=[*review_routes(config, service), *watch_routes(config, service), authenticated],
         middleware=[Middleware(OriginGuard, policy=OriginPolicy.from_config(config))],
         exception_handlers=EXCEPTION_HANDLERS,
     )

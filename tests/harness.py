@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 from jsonschema import Draft202012Validator
 
+from mcp_protocol.app_view import UI_EXTENSION, VIEW_MIME
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMAS = REPO.parent / "shared" / "schemas"
 PROTOCOL = "2026-07-28"
@@ -346,10 +348,17 @@ class ServerProcess:
         self.kill()
 
 
-def meta(tasks: bool = False, elicitation: bool = False) -> dict[str, Any]:
+def meta(tasks: bool = False, elicitation: bool = False, ui: bool = False) -> dict[str, Any]:
+    """A 2026-07-28 request's `_meta`, declaring the tasks extension, form elicitation and the MCP Apps extension
+    (with the render view's MIME type) as asked."""
     caps: dict[str, Any] = {}
+    extensions: dict[str, Any] = {}
     if tasks:
-        caps["extensions"] = {TASKS_EXT: {}}
+        extensions[TASKS_EXT] = {}
+    if ui:
+        extensions[UI_EXTENSION] = {"mimeTypes": [VIEW_MIME]}
+    if extensions:
+        caps["extensions"] = extensions
     if elicitation:
         caps["elicitation"] = {"form": {}}
     return {
@@ -377,11 +386,14 @@ def request_headers(method: str, name: str | None = None, token: str | None = No
 class Wire:
     """Raw JSON-RPC over httpx with correct routing headers; every response body is schema-validated."""
 
-    def __init__(self, url: str, token: str | None = None, tasks: bool = False, elicitation: bool = False):
+    def __init__(
+        self, url: str, token: str | None = None, tasks: bool = False, elicitation: bool = False, ui: bool = False
+    ):
         self.url = url
         self.token = token
         self.tasks = tasks
         self.elicitation = elicitation
+        self.ui = ui
         self.client = httpx.Client(timeout=120)
         self._id = 0
 
@@ -391,7 +403,7 @@ class Wire:
     def request(self, method: str, params: dict[str, Any] | None = None, name: str | None = None) -> httpx.Response:
         self._id += 1
         params = dict(params or {})
-        params.setdefault("_meta", meta(self.tasks, self.elicitation))
+        params.setdefault("_meta", meta(self.tasks, self.elicitation, self.ui))
         body = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}
         return self.client.post(self.url, json=body, headers=self.headers(method, name))
 

@@ -85,7 +85,8 @@ def test_discovery_is_the_contract(wire):
     assert discover["capabilities"] == {
         "tools": {"listChanged": True},
         "resources": {},
-        "extensions": {"io.modelcontextprotocol/tasks": {}},
+        # The tasks extension the contract names, and the render view's (MCP Apps, issue 48).
+        "extensions": {"io.modelcontextprotocol/tasks": {}, "io.modelcontextprotocol/ui": {}},
     }
     assert (discover["ttlMs"], discover["cacheScope"], discover["supportedVersions"]) == (
         3_600_000,

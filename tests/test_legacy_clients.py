@@ -81,7 +81,8 @@ def run_render_client(venv: str, server, assets, *args: str) -> dict:
 
 
 def modern_tools(server) -> list[dict]:
-    wire = Wire(server.url, token="tok-wire")
+    """The tools a 2026-07-28 host that renders MCP Apps lists: what a 2025 client is shown (mcp_protocol.app_view)."""
+    wire = Wire(server.url, token="tok-wire", ui=True)
     try:
         return wire.result("tools/list")["tools"]
     finally:
@@ -155,7 +156,9 @@ def test_initialize_handshake_is_stateless(server, version):
     assert result["protocolVersion"] == version
     assert result["serverInfo"]["name"] == "vidforge"
     assert "vidforge://capabilities" in result["instructions"]
-    assert set(result["capabilities"]) == {"tools", "resources"}  # no 2025-11-25 `tasks`, no 2026 `extensions`
+    # No 2025-11-25 `tasks`; of the extensions, the render view's (MCP Apps) alone: the tasks one is 2026-07-28's.
+    assert set(result["capabilities"]) == {"tools", "resources", "extensions"}
+    assert result["capabilities"]["extensions"] == {"io.modelcontextprotocol/ui": {}}
     initialized = legacy_post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}, version)
     assert initialized.status_code == 202 and "mcp-session-id" not in initialized.headers
     # No session to find: a follow-up request lands on whichever replica and is served.
@@ -165,7 +168,8 @@ def test_initialize_handshake_is_stateless(server, version):
 
 @pytest.mark.parametrize("version", LEGACY_VERSIONS)
 def test_discovery_is_the_same_surface_without_2026_fields(server, version):
-    modern = Wire(server.url, token="tok-wire")
+    # As a 2026-07-28 host that renders MCP Apps sees it: a 2025 request is always shown the render view.
+    modern = Wire(server.url, token="tok-wire", ui=True)
     try:
         for method, params in [
             ("tools/list", {}),

@@ -17,8 +17,9 @@ from mcp_protocol.domain import ApprovalAnswer, TaskRecord
 from serve_app._config import Config
 from serve_app.ingress._origin import OriginGuard, OriginPolicy
 from serve_app.ingress.review.capability import LinkRefused, ReviewCapability, ReviewSigner
+from serve_app.ingress.review.links import ReviewImage
 from serve_app.ingress.review.pages import ReviewedRender
-from serve_app.ingress.review.routes import ReviewImage, review_routes
+from serve_app.ingress.review.routes import review_routes
 from serve_app.launch._review_key import review_key_path, with_review_key
 from tests.fast_wire import FastWire, _LoopTransport, fast_wire
 from tests.harness import TASKS_EXT, validate

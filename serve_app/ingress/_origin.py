@@ -12,10 +12,13 @@ no credentials configured the page would act as the local principal — upload a
   to names it cannot know, so there `Host` is checked only once the operator lists `VIDFORGE_ALLOWED_HOSTS`
   (such a bind always has credentials, the other defence against rebinding).
 
-One exception: `Origin: null` (an opaque origin) passes on the review page's paths (serve_app/ingress/review/). A
-browser sends it for the page's own form POST, the page being served with `Referrer-Policy: no-referrer`; there the
-link's capability, not the caller's origin, is the credential, and the page itself refuses a POST whose `Referer`
-names another site.
+Two exceptions, on paths where a signed link's capability, not the caller's origin, is the credential:
+- `Origin: null` (an opaque origin) passes on the review page's paths (serve_app/ingress/review/). A browser sends it
+  for the page's own form POST, the page being served with `Referrer-Policy: no-referrer`; the page itself refuses a
+  POST whose `Referer` names another site.
+- any `Origin` passes on the watch page's paths (serve_app/ingress/watch/), which only read: a player embedded
+  elsewhere fetches a stream's files from there (hls.js sends its page's origin, a sandboxed frame such as an MCP
+  App's view `null`), and the link grants the same to whoever holds it, wherever it is used.
 
 Both run before authentication and routing, so `/mcp`, `/assets`, `/artifacts/…`, `/healthz` and the OAuth
 metadata are covered alike; a refusal is 403 with the contract's envelope on the route's carrier.
@@ -35,6 +38,7 @@ from serve_app._config import LOOPBACK_HOSTS, Config
 from serve_app.ingress._refusals import refusal
 from serve_app.ingress._web_origin import DEFAULT_PORTS, WebOrigin, origin_key
 from serve_app.ingress.review.links import REVIEW_PATH
+from serve_app.ingress.watch.links import WATCH_PATH
 from serve_app.observability.catalog import REFUSALS
 
 WILDCARD_BINDS = ("0.0.0.0", "::")
@@ -109,7 +113,8 @@ class OriginGuard:
     def check(self, headers: Headers, path: str = "") -> VidforgeError | None:
         origin, host = headers.get("origin"), headers.get("host")
         opaque_on_review = origin == OPAQUE_ORIGIN and path.startswith(REVIEW_PATH + "/")
-        if origin is not None and not opaque_on_review and not self.policy.origin_allowed(origin):
+        signed_read = opaque_on_review or path.startswith(WATCH_PATH + "/")
+        if origin is not None and not signed_read and not self.policy.origin_allowed(origin):
             return http_refusals.origin_not_allowed()
         if host is not None and not self.policy.host_allowed(host):
             return http_refusals.host_not_allowed()

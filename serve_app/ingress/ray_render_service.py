@@ -25,6 +25,7 @@ from actors.client import RegistryApi, SupervisorApi
 from actors.errors import QuotaExceeded
 from actors.task_registry import IdempotencyConflict
 from mcp_protocol import errors
+from mcp_protocol.app_view import ViewLinks
 from mcp_protocol.domain import ApprovalAnswer, Artifact, RenderRequest, Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError
 from mcp_protocol.streams import stream_file_kind
@@ -47,9 +48,8 @@ from serve_app.ingress._http_files import UploadLimits
 from serve_app.ingress._ray_node import raylet_gone
 from serve_app.ingress._record_mirror import RecordMirror
 from serve_app.ingress._stored_media import ArtifactFile, DirectDownloads, storage_unavailable
-from serve_app.ingress.review.links import ReviewLinks
+from serve_app.ingress.review.links import ReviewImage, ReviewLinks
 from serve_app.ingress.review.pages import ReviewedRender
-from serve_app.ingress.review.routes import ReviewImage
 from serve_app.ingress.watch.links import WatchLinks
 from serve_app.media.assets import Asset, AssetStore
 from serve_app.media.media_limits import check_stored_facts, media_refusal
@@ -220,6 +220,11 @@ class RegistryRenderService:
 
     def stream_url(self, rec: TaskRecord) -> str | None:
         return self.watch_links.stream_url(rec)
+
+    def view_links(self, rec: TaskRecord) -> ViewLinks:
+        if rec.pending is not None:
+            return self.review_links.image_links(rec)
+        return self.watch_links.file_links(rec)
 
     async def read_poster(self, principal: str, render_id: str) -> bytes:
         if await self.registry.get_artifact(principal, render_id) is None:

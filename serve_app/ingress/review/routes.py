@@ -24,7 +24,6 @@ that ground: it is what a browser sends for any POST from a `Referrer-Policy: no
 from __future__ import annotations
 
 import time
-from enum import StrEnum
 from typing import Protocol
 from urllib.parse import parse_qsl
 
@@ -39,7 +38,7 @@ from mcp_protocol.text_limits import FREE_TEXT_MAX_CHARS
 from serve_app._config import Config
 from serve_app.ingress._web_origin import origin_key
 from serve_app.ingress.review.capability import LinkRefused, ReviewSigner
-from serve_app.ingress.review.links import CAPABILITY_PARAM, REVIEW_PATH, review_path, with_capability
+from serve_app.ingress.review.links import CAPABILITY_PARAM, REVIEW_PATH, ReviewImage, review_path, with_capability
 from serve_app.ingress.review.pages import (
     SECURITY_HEADERS,
     Moment,
@@ -54,11 +53,6 @@ from serve_app.ingress.review.view import ReviewState, ReviewView, ended_undecid
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 DECISIONS = {"approve": True, "reject": False}
-
-
-class ReviewImage(StrEnum):
-    PREVIEW = "preview"  # the watermark preview PNG the render driver stored
-    SOURCE = "source"  # the source's first frame, stored beside it
 
 
 class ReviewBackend(Protocol):

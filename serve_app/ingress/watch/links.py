@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from mcp_protocol.app_view import ViewLinks
 from mcp_protocol.domain import Succeeded, TaskRecord
+from mcp_protocol.streams import MASTER_PLAYLIST
 from serve_app._config import Config
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 from serve_app.ingress.review.links import with_capability
+from serve_app.ingress.review.quality import CONTACT_SHEET
 
 WATCH_PATH = "/watch"
 STREAM_PATH = "/stream"  # under a task's watch path: /watch/<task id>/stream/<capability>/<file>
@@ -59,6 +62,28 @@ class WatchLinks:
         if token is None or rec.request.streaming is None:
             return None
         return self.base_url + stream_path(rec.task_id, token, "")
+
+    def file_links(self, rec: TaskRecord) -> ViewLinks:
+        """The links of `rec`'s finished video that the render view loads: the watch page's files under its link's
+        capability (the contact sheet only where the quality check made one; the master playlist where the render
+        has a stream). None of them for a render without a video."""
+        token = self._token(rec)
+        if token is None:
+            return ViewLinks()
+
+        def link(name: str) -> str:
+            return self.base_url + with_capability(watch_path(rec.task_id, f"/{name}"), token)
+
+        assert isinstance(rec.end, Succeeded)  # a token is minted only for a finished video
+        return ViewLinks(
+            video=link("video"),
+            download=link("download"),
+            poster=link("poster.jpg"),
+            contact_sheet=link(CONTACT_SHEET) if rec.end.artifact.qc is not None else None,
+            hls=None
+            if rec.request.streaming is None
+            else self.base_url + stream_path(rec.task_id, token, MASTER_PLAYLIST),
+        )
 
     def _token(self, rec: TaskRecord) -> str | None:
         """The capability of `rec`'s watch link, valid until its result's retention ends; None without one."""

@@ -14,6 +14,8 @@ NODE_DIR := tests/clients/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 HOSTS_DIR := tests/clients/inspector
 HOSTS_STAMP := $(HOSTS_DIR)/node_modules/.installed
+APPS_HOST_DIR := tests/clients/apps_host
+APPS_HOST_STAMP := $(APPS_HOST_DIR)/dist/.built
 PY_CLIENT_STAMPS := $(CLIENTS)/mcp1/.installed $(CLIENTS)/fastmcp-tasks/.installed
 # pytest with compiled code cached in __pycache__ even where the environment sets PYTHONDONTWRITEBYTECODE: without the
 # cache every pytest process rewrites and compiles each test module again at collection (9 CPU-s a process, 8 s of the
@@ -47,7 +49,15 @@ $(HOSTS_STAMP): $(HOSTS_DIR)/package.json $(NODE_STAMP)
 	cd $(HOSTS_DIR) && npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-clients: $(PY_CLIENT_STAMPS) $(NODE_STAMP) $(HOSTS_STAMP)
+# The MCP Apps host harness for tests/test_mcp_app_live.py: the official ext-apps AppBridge and SDK client, bundled
+# with the esbuild that $(NODE_DIR) pins (the sources sit outside that folder, so NODE_PATH tells it where to look).
+$(APPS_HOST_STAMP): $(APPS_HOST_DIR)/host.ts $(APPS_HOST_DIR)/host.html $(NODE_STAMP)
+	NODE_PATH=$(abspath $(NODE_DIR)/node_modules) $(NODE_DIR)/node_modules/.bin/esbuild $(APPS_HOST_DIR)/host.ts \
+		--bundle --minify --format=iife --platform=browser --target=es2020 --log-level=warning \
+		--outfile=$(APPS_HOST_DIR)/dist/host.js
+	touch $@
+
+clients: $(PY_CLIENT_STAMPS) $(NODE_STAMP) $(HOSTS_STAMP) $(APPS_HOST_STAMP)
 
 serve: $(RUNTIME_STAMP)
 	$(BIN)/vidforge serve $(SERVE_FLAGS)

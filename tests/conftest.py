@@ -51,6 +51,7 @@ SHARED_SERVER_MODULES = frozenset(
         "test_import_url",
         "test_legacy_clients",
         "test_live_progress",
+        "test_mcp_app_live",
         "test_progress_cadence",
         "test_mcp_wire",
         "test_metrics_privacy",
@@ -128,6 +129,7 @@ MODULE_SECONDS = {
     "test_quality_live": 100,
     "test_streaming_live": 70,
     "test_metrics_privacy": 30,
+    "test_mcp_app_live": 60,
 }
 
 

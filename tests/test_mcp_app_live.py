@@ -1,0 +1,248 @@
+"""vidforge's MCP App (`io.modelcontextprotocol/ui`, the view `ui://vidforge/render`) in a real browser host against a
+live `vidforge serve` (the session's shared server).
+
+The host is tests/clients/apps_host: the official ext-apps AppBridge and TypeScript SDK client (built by `make
+clients`), on a page served from its own loopback origin. Its client talks to that origin's `/mcp`, which the test
+forwards to vidforge's (`page.route`), as a real host's backend would; the bearer token stays in the host. The view runs
+in a sandboxed iframe under the CSP the host builds from the resource's `_meta.ui.csp`, follows the render through the
+bridge, shows the watermark preview beside the source frame, and takes the person's decision:
+
+- approved (by keyboard), the render finishes and the view plays the video and links its download;
+- rejected with a note, the view says so.
+
+Saves a screenshot in the test's tmp dir; with VIDFORGE_DOCS_SCREENSHOT=1 also copies it to docs/mcp-app.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests import test_review_page
+from tests.harness import REPO, upload
+from tests.media import make_clip, make_watermark_png
+
+pytestmark = pytest.mark.ray
+
+browser = test_review_page.browser  # the module's Chromium, launched as for the review page
+
+TOKEN = "tok-mcp-app"
+TOKENS = {TOKEN: "mcp-app"}  # on the session's shared server (tests/conftest.py)
+HOST_DIR = REPO / "tests" / "clients" / "apps_host"
+RENDER = "vidforge_render_video"
+APPROVE = "vidforge_approve_watermark"
+SCREEN = {"width": 1100, "height": 1000}
+WAIT_MS = 240_000  # a render on the loaded 2-core machine, from the call to its end
+# What the host's page forwards to vidforge: the request's own headers, less the browser's (a backend sends its own).
+DROPPED_HEADERS = {"host", "origin", "referer", "cookie", "content-length", "connection", "accept-encoding"}
+
+
+class HostOrigin:
+    """The host page (host.html and its built dist/host.js) on a loopback origin of its own, in a thread."""
+
+    def __init__(self, root: Path) -> None:
+        handler = partial(_Quiet, directory=str(root))
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.origin = f"http://127.0.0.1:{self.httpd.server_port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory) -> Iterator[HostOrigin]:
+    built = HOST_DIR / "dist" / "host.js"
+    if not built.exists():
+        pytest.fail("tests/clients/apps_host/dist/host.js is missing: run `make clients`")
+    root = tmp_path_factory.mktemp("apps-host")
+    (root / "dist").mkdir()
+    shutil.copyfile(HOST_DIR / "host.html", root / "host.html")
+    shutil.copyfile(built, root / "dist" / "host.js")
+    origin = HostOrigin(root)
+    yield origin
+    origin.close()
+
+
+@pytest.fixture(scope="module")
+def assets(shared_server, tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("mcp-app-media")
+    clip = make_clip(str(root / "clip.mp4"), seconds=2.0, width=640, height=360, audio=True)
+    logo = make_watermark_png(str(root / "logo.png"), w=64, h=32, rgba=(255, 0, 0, 255))
+    return {"clip": upload(shared_server, clip, TOKEN), "logo": upload(shared_server, logo, TOKEN)}
+
+
+def open_host(browser, host: HostOrigin, server, options: str = ""):
+    """A page on the host's origin whose `/mcp` goes to vidforge's: a POST (or DELETE) forwarded with the client's
+    headers (its bearer token among them), a GET (the optional standalone stream) answered 405 as a host that offers
+    none would. `options`: more of the host page's query (host.ts: its theme, its protocol negotiation)."""
+    context = browser.new_context(viewport=SCREEN, locale="en-GB")
+    page = context.new_page()
+    problems: list[str] = []
+    page.versions = set()  # the MCP-Protocol-Version of every request forwarded
+    page.on("pageerror", lambda error: problems.append(f"pageerror: {error}"))
+    # The view's console (its frame is about:srcdoc): a CSP violation or a script error there is a problem.
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"view console: {message.text}")
+            if message.type == "error" and message.location.get("url", "").startswith("about:srcdoc")
+            else None
+        ),
+    )
+
+    def forward(route) -> None:
+        request = route.request
+        if request.method == "GET":
+            route.fulfill(status=405, headers={"Allow": "POST, DELETE"}, body="")
+            return
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in DROPPED_HEADERS}
+        page.versions.add(headers.get("mcp-protocol-version"))
+        response = route.fetch(url=server.url, headers=headers, timeout=120_000)
+        route.fulfill(response=response)
+
+    page.route(f"{host.origin}/mcp", forward)
+    page.goto(f"{host.origin}/host.html?token={TOKEN}{options}")
+    page.wait_for_function("() => window.host !== undefined")
+    return context, page, problems
+
+
+def render_in_view(page, assets: dict[str, str]):
+    """Calls the render through the host, which shows its view: (the tool's result, the view's frame)."""
+    args = {
+        "source_asset_uri": assets["clip"],
+        "output_format": "mp4",
+        "resolution": "720p",
+        "watermark": {"image_asset_uri": assets["logo"], "position": "bottom_right", "opacity": 0.6},
+    }
+    result = page.evaluate("([name, args]) => window.host.callTool(name, args)", [RENDER, args])
+    assert result.get("isError") is not True, result
+    frame = page.wait_for_selector("iframe.app-frame").content_frame()
+    assert frame is not None
+    return result, frame
+
+
+def shown(frame, condition: str, timeout: int = WAIT_MS) -> None:
+    frame.wait_for_function(condition, timeout=timeout)
+
+
+def calls_of(page, name: str) -> list[dict]:
+    return [entry for entry in page.evaluate("window.host.log") if entry["name"] == name]
+
+
+def text_of(frame, selector: str) -> str:
+    return frame.eval_on_selector(selector, "el => el.textContent")
+
+
+def test_the_view_follows_a_render_to_approval_and_plays_the_video(shared_server, host, assets, browser, tmp_path):
+    context, page, problems = open_host(browser, host, shared_server)
+    result, frame = render_in_view(page, assets)
+    render_id = result["structuredContent"]["render_id"]
+    assert page.versions & {"2025-11-25", "2025-06-18"} and "2026-07-28" not in page.versions, page.versions
+
+    # The view asks for the status through the bridge and shows the progress until the render waits for approval.
+    frame.evaluate(
+        """() => { window.seenProgress = false;
+        const check = () => { const panel = document.getElementById('progress-panel');
+            if (!panel.hidden) window.seenProgress = true; };
+        check(); new MutationObserver(check).observe(document.body, {attributes: true, subtree: true}); }"""
+    )
+    shown(frame, "() => !document.getElementById('approve').hidden && !document.getElementById('approval').hidden")
+    shown(
+        frame,
+        """() => ['preview', 'source-frame'].every(id => {
+            const image = document.getElementById(id); return image.complete && image.naturalWidth > 0; })""",
+        timeout=30_000,
+    )
+    sizes = frame.eval_on_selector_all("#approval img", "images => images.map(i => [i.id, i.naturalWidth])")
+    assert sorted(sizes) == [["preview", 1280], ["source-frame", 1280]], sizes
+    assert "approval" in text_of(frame, "#state").lower()
+    statuses = [entry for entry in calls_of(page, "vidforge_get_render_status") if "result" in entry]
+    assert statuses and all(entry["arguments"] == {"render_id": render_id} for entry in statuses)
+    views = [entry["result"].get("_meta", {}).get("com.vidforge/view") for entry in statuses]
+    assert views[-1] is not None and set(views[-1]["links"]) >= {"preview", "source_frame"}, views[-1]
+
+    # The token stays with the host: the view's document and the links it was handed hold none of it.
+    assert TOKEN not in frame.content()
+    assert TOKEN not in page.evaluate("document.querySelector('iframe.app-frame').srcdoc")
+
+    # Keyboard only: focus the Approve button and press Enter.
+    frame.focus("#approve")
+    assert frame.evaluate("document.activeElement.id") == "approve"
+    frame.press("#approve", "Enter")
+    shown(frame, "() => document.getElementById('state').textContent.includes('Finished')")
+    assert frame.evaluate("window.seenProgress") is True  # the bar showed while it rendered
+
+    approvals = calls_of(page, APPROVE)
+    assert len(approvals) == 1 and approvals[0]["arguments"] == {"render_id": render_id, "approved": True}
+    answer = approvals[0]["result"]
+    assert answer.get("isError") is not True and answer["structuredContent"]["approved"] is True, answer
+
+    # The video plays from its link; the download link is the server's; the facts are shown.
+    shown(frame, "() => document.getElementById('video').readyState >= 1", timeout=30_000)
+    frame.evaluate("async () => { const v = document.getElementById('video'); v.muted = true; await v.play(); }")
+    shown(frame, "() => document.getElementById('video').currentTime > 0.5", timeout=30_000)
+    width, height = frame.evaluate(
+        "[document.getElementById('video').videoWidth, document.getElementById('video').videoHeight]"
+    )
+    assert (width, height) == (1280, 720)
+    download = frame.get_attribute("#download", "href")
+    assert download is not None and download.startswith(shared_server.base + "/"), download
+    facts = text_of(frame, "#facts")
+    assert "Duration" in facts and "Watermark applied" in facts and "yes" in facts, facts
+    assert frame.is_hidden("#error") and TOKEN not in frame.content()
+
+    frame.evaluate("document.getElementById('video').pause()")
+    page.screenshot(path=str(tmp_path / "mcp-app.png"), full_page=True, animations="disabled")
+    if os.environ.get("VIDFORGE_DOCS_SCREENSHOT") == "1":
+        shutil.copyfile(tmp_path / "mcp-app.png", REPO / "docs" / "mcp-app.png")
+    assert page.evaluate("window.host.errors") == [] and problems == []
+    context.close()
+
+
+def test_a_rejection_with_a_note_shows_in_the_view(shared_server, host, assets, browser):
+    # A dark host on the 2026-07-28 wire, which declares the extension on each request (the first test's host speaks
+    # the 2025 handshake).
+    context, page, problems = open_host(browser, host, shared_server, "&theme=dark&negotiation=auto")
+    result, frame = render_in_view(page, assets)
+    render_id = result["structuredContent"]["render_id"]
+    shown(frame, "() => !document.getElementById('approval').hidden")
+    assert frame.evaluate("document.documentElement.dataset.theme") == "dark"
+    assert "2026-07-28" in page.versions, page.versions
+    background = frame.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert sum(map(int, background[background.index("(") + 1 : background.index(")")].split(",")[:3])) < 150
+
+    note = "Make the <b>logo</b> smaller, please"  # shown as text, never as markup
+    frame.fill("#note", note)
+    frame.click("#reject")
+    shown(frame, "() => document.getElementById('state').textContent.includes('Rejected')")
+    shown(frame, "() => document.getElementById('outcome').textContent.includes('smaller')", timeout=30_000)
+    assert note in text_of(frame, "#outcome") and frame.locator("#outcome b").count() == 0
+    rejections = calls_of(page, APPROVE)
+    assert len(rejections) == 1
+    assert rejections[0]["arguments"] == {"render_id": render_id, "approved": False, "note": note}
+    # The view follows the render to its end: the last status it read is terminal, and nothing plays.
+    shown(
+        frame,
+        """() => { const s = document.getElementById('state').textContent;
+            return s.includes('render stopped'); }""",
+        timeout=WAIT_MS,
+    )
+    last = calls_of(page, "vidforge_get_render_status")[-1]["result"]["structuredContent"]
+    assert last["terminal"] is True and last["state"] in ("cancelled", "failed"), last
+    assert frame.is_hidden("#result")
+    assert page.evaluate("window.host.errors") == [] and problems == []
+    context.close()

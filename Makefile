@@ -115,6 +115,7 @@ bench: $(TEST_STAMP)
 docs-screenshot: $(TEST_STAMP)
 	VIDFORGE_DOCS_SCREENSHOT=1 $(PYTEST) tests/test_review_page.py -k approve_on_the_page -q
 	VIDFORGE_DOCS_SCREENSHOT=1 $(PYTEST) tests/test_watch_page.py -k plays_the_video -q
+	VIDFORGE_DOCS_SCREENSHOT=1 $(PYTEST) tests/test_mcp_app_live.py -k plays_the_video -q
 
 # The watch page's player, hls.js, ships built inside the package (serve_app/ingress/review/static/), so `pip install`
 # needs neither Node nor a CDN. web/package-lock.json pins it; this installs exactly that and copies the build in.

@@ -7,8 +7,10 @@ forwards to vidforge's (`page.route`), as a real host's backend would; the beare
 in a sandboxed iframe under the CSP the host builds from the resource's `_meta.ui.csp`, follows the render through the
 bridge, shows the watermark preview beside the source frame, and takes the person's decision:
 
-- approved (by keyboard), the render finishes and the view plays the video and links its download;
-- rejected with a note, the view says so.
+- approved (by keyboard), the render finishes and the view plays its stream (hls.js) and links its download; it goes
+  full screen and back, and a forged link fails closed with a message and fresh links that work;
+- rejected with a note, the view says so;
+- another principal's render id gets the contract's refusal in the view, and no media.
 
 Saves a screenshot in the test's tmp dir; with VIDFORGE_DOCS_SCREENSHOT=1 also copies it to docs/mcp-app.png.
 """
@@ -33,8 +35,8 @@ pytestmark = pytest.mark.ray
 
 browser = test_review_page.browser  # the module's Chromium, launched as for the review page
 
-TOKEN = "tok-mcp-app"
-TOKENS = {TOKEN: "mcp-app"}  # on the session's shared server (tests/conftest.py)
+TOKEN, OTHER = "tok-mcp-app", "tok-mcp-app-other"
+TOKENS = {TOKEN: "mcp-app", OTHER: "mcp-app-other"}  # on the session's shared server (tests/conftest.py)
 HOST_DIR = REPO / "tests" / "clients" / "apps_host"
 RENDER = "vidforge_render_video"
 APPROVE = "vidforge_approve_watermark"
@@ -85,7 +87,7 @@ def assets(shared_server, tmp_path_factory) -> dict[str, str]:
     return {"clip": upload(shared_server, clip, TOKEN), "logo": upload(shared_server, logo, TOKEN)}
 
 
-def open_host(browser, host: HostOrigin, server, options: str = ""):
+def open_host(browser, host: HostOrigin, server, options: str = "", token: str = TOKEN):
     """A page on the host's origin whose `/mcp` goes to vidforge's: a POST (or DELETE) forwarded with the client's
     headers (its bearer token among them), a GET (the optional standalone stream) answered 405 as a host that offers
     none would. `options`: more of the host page's query (host.ts: its theme, its protocol negotiation)."""
@@ -115,23 +117,30 @@ def open_host(browser, host: HostOrigin, server, options: str = ""):
         route.fulfill(response=response)
 
     page.route(f"{host.origin}/mcp", forward)
-    page.goto(f"{host.origin}/host.html?token={TOKEN}{options}")
+    page.goto(f"{host.origin}/host.html?token={token}{options}")
     page.wait_for_function("() => window.host !== undefined")
     return context, page, problems
 
 
-def render_in_view(page, assets: dict[str, str]):
-    """Calls the render through the host, which shows its view: (the tool's result, the view's frame)."""
+def call_in_view(page, name: str, args: dict):
+    """Calls tool `name` through the host, which shows its view: (the tool's result, the view's frame)."""
+    result = page.evaluate("([name, args]) => window.host.callTool(name, args)", [name, args])
+    frame = page.wait_for_selector("iframe.app-frame").content_frame()
+    assert frame is not None
+    return result, frame
+
+
+def render_in_view(page, assets: dict[str, str], **extra):
+    """A render with a watermark, called through the host (`extra`: more of its arguments)."""
     args = {
         "source_asset_uri": assets["clip"],
         "output_format": "mp4",
         "resolution": "720p",
         "watermark": {"image_asset_uri": assets["logo"], "position": "bottom_right", "opacity": 0.6},
+        **extra,
     }
-    result = page.evaluate("([name, args]) => window.host.callTool(name, args)", [RENDER, args])
+    result, frame = call_in_view(page, RENDER, args)
     assert result.get("isError") is not True, result
-    frame = page.wait_for_selector("iframe.app-frame").content_frame()
-    assert frame is not None
     return result, frame
 
 
@@ -149,7 +158,8 @@ def text_of(frame, selector: str) -> str:
 
 def test_the_view_follows_a_render_to_approval_and_plays_the_video(shared_server, host, assets, browser, tmp_path):
     context, page, problems = open_host(browser, host, shared_server)
-    result, frame = render_in_view(page, assets)
+    # With a stream beside the file (one rung, the render's size): the view plays the stream.
+    result, frame = render_in_view(page, assets, streaming={"ladder": ["720p"], "segment_s": 2})
     render_id = result["structuredContent"]["render_id"]
     assert page.versions & {"2025-11-25", "2025-06-18"} and "2026-07-28" not in page.versions, page.versions
 
@@ -191,8 +201,12 @@ def test_the_view_follows_a_render_to_approval_and_plays_the_video(shared_server
     answer = approvals[0]["result"]
     assert answer.get("isError") is not True and answer["structuredContent"]["approved"] is True, answer
 
-    # The video plays from its link; the download link is the server's; the facts are shown.
+    # The video plays from its stream (hls.js, through Media Source Extensions: a blob: source); the download link is
+    # the server's; the facts are shown.
     shown(frame, "() => document.getElementById('video').readyState >= 1", timeout=30_000)
+    assert frame.evaluate("document.getElementById('video').currentSrc").startswith("blob:")
+    seen = calls_of(page, "vidforge_get_render_status")[-1]["result"]["_meta"]["com.vidforge/view"]
+    assert seen["links"]["hls"].startswith(shared_server.base + f"/watch/{render_id}/stream/"), seen
     frame.evaluate("async () => { const v = document.getElementById('video'); v.muted = true; await v.play(); }")
     shown(frame, "() => document.getElementById('video').currentTime > 0.5", timeout=30_000)
     width, height = frame.evaluate(
@@ -206,6 +220,24 @@ def test_the_view_follows_a_render_to_approval_and_plays_the_video(shared_server
     assert frame.is_hidden("#error") and TOKEN not in frame.content()
 
     frame.evaluate("document.getElementById('video').pause()")
+
+    # Full screen when the host offers it, and back.
+    frame.click("#display-mode")
+    page.wait_for_selector("iframe.app-frame.fullscreen")
+    shown(frame, "() => document.getElementById('display-mode').textContent === 'Back to inline'", timeout=10_000)
+    frame.click("#display-mode")
+    page.wait_for_selector("iframe.app-frame:not(.fullscreen)")
+
+    # A forged link fails closed: the server refuses it, and the view says so and offers fresh links, which work.
+    sheet = frame.get_attribute("#contact-sheet", "src")
+    frame.evaluate("src => { document.getElementById('contact-sheet').src = src; }", sheet.replace("cap=", "cap=9"))
+    shown(frame, "() => !document.getElementById('error').hidden", timeout=30_000)
+    assert "expired or was refused" in text_of(frame, "#error-text")
+    frame.click("#retry")
+    shown(frame, "() => document.getElementById('error').hidden", timeout=30_000)
+    shown(frame, "() => document.getElementById('contact-sheet').naturalWidth > 0", timeout=30_000)
+    problems[:] = [p for p in problems if "403" not in p]  # the forged link's own refusal, logged by the frame
+
     page.screenshot(path=str(tmp_path / "mcp-app.png"), full_page=True, animations="disabled")
     if os.environ.get("VIDFORGE_DOCS_SCREENSHOT") == "1":
         shutil.copyfile(tmp_path / "mcp-app.png", REPO / "docs" / "mcp-app.png")
@@ -245,4 +277,21 @@ def test_a_rejection_with_a_note_shows_in_the_view(shared_server, host, assets, 
     assert last["terminal"] is True and last["state"] in ("cancelled", "failed"), last
     assert frame.is_hidden("#result")
     assert page.evaluate("window.host.errors") == [] and problems == []
+    context.close()
+
+
+def test_another_principals_render_gets_the_refusal_in_the_view_and_no_media(shared_server, host, assets, browser):
+    context, page, problems = open_host(browser, host, shared_server)
+    result, frame = render_in_view(page, assets)
+    render_id = result["structuredContent"]["render_id"]
+    shown(frame, "() => !document.getElementById('approval').hidden")
+    context.close()
+
+    context, page, problems = open_host(browser, host, shared_server, token=OTHER)
+    result, frame = call_in_view(page, "vidforge_get_render_status", {"render_id": render_id})
+    assert result["isError"] is True and result["structuredContent"]["code"] == "render_not_found", result
+    shown(frame, "() => !document.getElementById('error').hidden", timeout=30_000)
+    assert text_of(frame, "#error-text") == result["structuredContent"]["message"]  # the contract's own words
+    assert frame.evaluate("[...document.querySelectorAll('img, video')].every(e => !e.getAttribute('src'))")
+    assert frame.is_hidden("#approval") and frame.is_hidden("#result")
     context.close()

@@ -9,7 +9,8 @@ bridge, shows the watermark preview beside the source frame, and takes the perso
 
 - approved (by keyboard), the render finishes and the view plays its stream (hls.js) and links its download; it goes
   full screen and back, and a forged link fails closed with a message and fresh links that work;
-- rejected with a note, the view says so;
+- rejected with a note, the view says so (a view that is never handed the call's result finds the render by the
+  call's idempotency key);
 - another principal's render id gets the contract's refusal in the view, and no media.
 
 Saves a screenshot in the test's tmp dir; with VIDFORGE_DOCS_SCREENSHOT=1 also copies it to docs/mcp-app.png.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -247,9 +249,10 @@ def test_the_view_follows_a_render_to_approval_and_plays_the_video(shared_server
 
 def test_a_rejection_with_a_note_shows_in_the_view(shared_server, host, assets, browser):
     # A dark host on the 2026-07-28 wire, which declares the extension on each request (the first test's host speaks
-    # the 2025 handshake).
-    context, page, problems = open_host(browser, host, shared_server, "&theme=dark&negotiation=auto")
-    result, frame = render_in_view(page, assets)
+    # the 2025 handshake), and which hands the view the call's input only, as a host running it as a task does: the
+    # view looks the render up by the call's idempotency key.
+    context, page, problems = open_host(browser, host, shared_server, "&theme=dark&negotiation=auto&result=withheld")
+    result, frame = render_in_view(page, assets, idempotency_key=uuid.uuid4().hex)
     render_id = result["structuredContent"]["render_id"]
     shown(frame, "() => !document.getElementById('approval').hidden")
     assert frame.evaluate("document.documentElement.dataset.theme") == "dark"
@@ -263,6 +266,8 @@ def test_a_rejection_with_a_note_shows_in_the_view(shared_server, host, assets, 
     shown(frame, "() => document.getElementById('state').textContent.includes('Rejected')")
     shown(frame, "() => document.getElementById('outcome').textContent.includes('smaller')", timeout=30_000)
     assert note in text_of(frame, "#outcome") and frame.locator("#outcome b").count() == 0
+    lookups = calls_of(page, RENDER)  # the view's own call: the same render, not a new one
+    assert len(lookups) == 1 and lookups[0]["result"]["structuredContent"]["render_id"] == render_id, lookups
     rejections = calls_of(page, APPROVE)
     assert len(rejections) == 1
     assert rejections[0]["arguments"] == {"render_id": render_id, "approved": False, "note": note}

@@ -9,11 +9,14 @@ import {
   applyHostStyleVariables,
   type McpUiHostContext,
 } from "@modelcontextprotocol/ext-apps";
-import { INSPECT_TOOL, STATUS_TOOL, app, isObject, str, type ToolResult } from "./bridge";
+import { INSPECT_TOOL, RENDER_TOOL, STATUS_TOOL, app, isObject, str, type ToolResult } from "./bridge";
 import "./decision"; // wires the Approve and Reject buttons
 import { clearError, errorMessage, showError, toolErrorText } from "./errors";
 import { applyStatus, poll, showInspection, stopPolling } from "./follow";
 import { state } from "./state";
+
+// How long after the tool's input the view waits for its result before it looks the render up itself.
+const RESULT_GRACE_MS = 3000;
 
 // --- the host ---------------------------------------------------------------------------------------------------
 
@@ -61,8 +64,27 @@ app.ontoolinput = (params) => {
     announce("Getting the render's status…");
   } else {
     announce("Starting the render…");
+    state.findTimer = window.setTimeout(() => void findRender(), RESULT_GRACE_MS);
   }
 };
+
+// A host that runs the render as a task (MCP Inspector does) hands the view the tool's result only when the task
+// has ended. With an idempotency key the same call answers the render that is already running, not a new one (the
+// tool's contract), so the view asks it and follows the render from there; without one it says what it waits for.
+async function findRender(): Promise<void> {
+  if (state.renderId) return;
+  if (!str(state.toolArgs.idempotency_key)) {
+    announce("Waiting for the host to hand over the render: it shows here once the host has its result.");
+    return;
+  }
+  try {
+    const result = (await app.callServerTool({ name: RENDER_TOOL, arguments: state.toolArgs })) as ToolResult;
+    if (!state.renderId) handleToolResult(result);
+  } catch {
+    // The host runs this call as a task too, which its bridge cannot hand back (MCP Inspector 2.12): wait for it.
+    announce("Waiting for the host to hand over the render: it shows here once the host has its result.");
+  }
+}
 
 app.ontoolresult = (params) => handleToolResult(params as ToolResult);
 
@@ -79,6 +101,7 @@ app.onteardown = async () => {
 };
 
 function handleToolResult(result: ToolResult): void {
+  window.clearTimeout(state.findTimer);
   if (!state.toolName) state.toolName = app.getHostContext()?.toolInfo?.tool?.name;
   clearError();
   if (result.isError) {

@@ -7,6 +7,7 @@ export const state: {
   toolArgs: Json;
   renderId: string | undefined;
   pollTimer: number | undefined;
+  findTimer: number | undefined; // looking the render up when the host holds back the tool's result
   polling: boolean;
   decision: { approved: boolean; note?: string } | undefined;
   lastAnnounced: string;
@@ -21,6 +22,7 @@ export const state: {
   toolArgs: {},
   renderId: undefined,
   pollTimer: undefined,
+  findTimer: undefined,
   polling: false,
   decision: undefined,
   lastAnnounced: "",

@@ -4,7 +4,8 @@
 // sandboxed iframe whose CSP the host builds from the resource's `_meta.ui.csp`, as real hosts do).
 //
 // The page's query string: `token` (required), `theme` (light | dark, default light), `negotiation` (`auto`: the
-// 2026-07-28 handshake; default: the client's own, the 2025 `initialize`).
+// 2026-07-28 handshake; default: the client's own, the 2025 `initialize`), `result` (`withheld`: the view gets the
+// tool's input but never its result, as from a host that runs the call as a task and hands over its end only).
 //
 // window.host.callTool(name, args) calls the tool, shows its view (if the tool names one), hands it the input and the
 // result, and resolves with the result; window.host.log records every tools/call the view made through the bridge.
@@ -143,6 +144,7 @@ async function callTool(name: string, args: Json = {}): Promise<unknown> {
   bridge.onloggingmessage = (params) => errors.push(`view log: ${JSON.stringify(params)}`);
   bridge.oninitialized = async () => {
     await bridge.sendToolInput({ arguments: args });
+    if (query.get("result") === "withheld") return;
     try {
       await bridge.sendToolResult((await resultPromise) as never);
     } catch (err) {

@@ -122,12 +122,20 @@ class RequestedRender(_Answer):
     notify_url: str | None = None
 
 
+class RenderUsage(_Answer):
+    """What a finished render used (mcp_protocol.usage)."""
+
+    cpu_seconds: float
+    render_seconds: float
+
+
 class RenderItem(RenderStatus):
     """A render as `GET /renders` lists it and `GET /renders/{render_id}` shows it: its status, when it was created,
-    and what was asked."""
+    what was asked, and once finished what it used."""
 
     created_at: str
     request: RequestedRender
+    usage: RenderUsage | None = None
 
 
 # -- the plain-HTTP routes ------------------------------------------------------------------------------------------

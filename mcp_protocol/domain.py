@@ -173,6 +173,11 @@ class Artifact(_Frozen):
     # What the render's quality check found (mcp_protocol.quality); None with the check off, or in a record stored
     # before it was made.
     qc: QcReport | None = None
+    # What the render used, metered in its own tasks: the CPU seconds of its segments, audio and mux, and the wall
+    # seconds from its start to its file stored, less any wait for the watermark's approval. None in a record stored
+    # before renders were metered.
+    cpu_s: float | None = None
+    render_s: float | None = None
 
     @property
     def mime(self) -> str:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from mcp_protocol.domain import ApprovalTimedOut, Cancelled, PendingApproval, Succeeded, TaskRecord
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import iso_ms
+from mcp_protocol.usage import usage_of
 from mcp_protocol.views import render_status
 
 SIGNATURE_HEADER = "Vidforge-Signature"
@@ -154,6 +155,8 @@ def events_for(before: TaskRecord | None, after: TaskRecord, *, retention_s: int
     }
     if isinstance(after.end, Succeeded) and (qc := after.end.artifact.qc) is not None:
         body["qc"] = qc.to_json()  # the video's quality check: its verdict, reasons and findings (mcp_protocol.quality)
+    if (usage := usage_of(after)) is not None:
+        body["usage"] = usage  # what the render used (mcp_protocol.usage)
     review = ReviewRound(input_seq=after.input_seq, pending=after.pending) if after.pending is not None else None
     return [
         OutboxEvent(

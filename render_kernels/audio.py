@@ -27,10 +27,12 @@ DOWNMIX_OPTIONS = {"rematrix_maxval": "1.0"}
 
 @dataclass(frozen=True)
 class AudioStats:
-    """What encoding the audio track took: wall seconds, and the samples it encoded (0 until it has ended)."""
+    """What encoding the audio track took: wall seconds, the samples it encoded, and the CPU seconds of its process
+    meanwhile (0 until it has ended)."""
 
     wall_s: float = 0.0
     samples: int = 0
+    cpu_s: float = 0.0
 
 
 @dataclass
@@ -64,7 +66,7 @@ def encode_audio(source_path: Media, output_format: str, qc: QcThresholds | None
     counted in the audio as decoded from the source, silence and loudness measured on the audio the encoder is
     given (downmixed and resampled). None: none, at no cost.
     """
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     codec = "libopus" if output_format == "webm" else "aac"
     with open_input(source_path) as container:
         stream = main_audio_stream(container)
@@ -138,5 +140,5 @@ def encode_audio(source_path: Media, output_format: str, qc: QcThresholds | None
     out.extradata = encoder.extradata
     if checks is not None:
         out.qc = checks.result()
-    out.stats = AudioStats(time.perf_counter() - started, samples)
+    out.stats = AudioStats(time.perf_counter() - started, samples, time.process_time() - cpu_started)
     return out

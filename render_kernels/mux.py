@@ -6,6 +6,7 @@ import heapq
 import io
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,6 +36,7 @@ class MuxStats:
     frame_count: int
     width: int
     height: int
+    cpu_s: float = 0.0  # CPU seconds of the process while it muxed, fetching the segments included
 
 
 def mux_segments(
@@ -63,6 +65,7 @@ def mux_segments(
     """
     if output_format not in CONTAINER_OPTIONS:
         raise ValueError(f"unknown output format {output_format!r}")
+    cpu_started = time.process_time()
     pending = iter(segments)
     first = next(pending, None)
     if first is None:
@@ -102,6 +105,7 @@ def mux_segments(
         frame_count=track.frames,
         width=width,
         height=height,
+        cpu_s=time.process_time() - cpu_started,
     )
 
 

@@ -33,6 +33,7 @@ class SegmentStats:
     encode_s: float = 0.0
     wall_s: float = 0.0
     fps: float = 0.0  # frames per wall second
+    cpu_s: float = 0.0  # CPU seconds of the process meanwhile, its codec threads included (a task has the process)
 
 
 @dataclass
@@ -123,7 +124,7 @@ def encode_segment(
     of that interval for the rungs' keyframes to fall where every other segment's do (plan_segments'
     `cut_multiple`).
     """
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     codec = spec.video_encoder or choose_video_encoder(spec.output_format)
     width, height = spec.output_size(info)
     encoder = open_video_encoder(codec, width, height, frame_rate(info.fps), spec.segment_threads or ENCODER_THREADS)
@@ -194,7 +195,8 @@ def encode_segment(
         out.qc = checks.result()
 
     wall_s = time.perf_counter() - started
-    out.stats = SegmentStats(wall_s - encode_s, encode_s, wall_s, out.frame_count / wall_s if wall_s else 0.0)
+    fps = out.frame_count / wall_s if wall_s else 0.0
+    out.stats = SegmentStats(wall_s - encode_s, encode_s, wall_s, fps, time.process_time() - cpu_started)
     return out
 
 

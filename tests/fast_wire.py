@@ -242,9 +242,11 @@ class FastWire:
         duration_s: float = 2.0,
         qc: QcReport | None = None,
         contact_sheet: bytes | None = None,
+        used: tuple[float, float] | None = None,
     ) -> TaskRecord | None:
         """The finished file stored (with `contact_sheet`, its quality check's sheet, as the mux writes it), then
-        published with the completion (`RenderSupervisor._complete`), `qc` its quality report."""
+        published with the completion (`RenderSupervisor._complete`), `qc` its quality report, `used` the CPU and
+        wall seconds it was metered at."""
         rec = self.run(self.registry.get_any(task_id))
         assert rec is not None
         self.service.assets.media.put_bytes(final_key(task_id, rec.request.output_format), data)
@@ -256,6 +258,8 @@ class FastWire:
             duration_s=duration_s,
             finished_at_ms=rec.created_at_ms + 60_000,
             qc=qc,
+            cpu_s=used[0] if used else None,
+            render_s=used[1] if used else None,
         )
         return self.run(self.registry.finish(task_id, Succeeded(artifact=artifact), message="Render complete."))
 

@@ -66,7 +66,7 @@ def renders(wire) -> dict[str, str]:
     ids = {"working": start(), "waiting": start(watermark=True), "done": start(), "failed": start(), "gone": start()}
     wire.progress(ids["working"], 10, 25, fps=30.0)
     wire.ask_approval(ids["waiting"])
-    wire.succeed(ids["done"], data=b"\x00" * 100, duration_s=3.0004)
+    wire.succeed(ids["done"], data=b"\x00" * 100, duration_s=3.0004, used=(7.25, 4.5))
     wire.end(ids["failed"], Failed(code=ErrorCode.RENDER_FAILED, reason="RuntimeError: boom"))
     wire.task("tasks/cancel", ids["gone"])
     wire.apply_cancel(ids["gone"])
@@ -110,6 +110,8 @@ def test_the_renders_listing_reads_as_render_items(wire, renders):
     assert (done.size_bytes, done.duration_seconds, done.watermark_applied) == (100, 3.0, False)
     assert failed.state == "failed" and failed.error is not None and failed.error.code == "render_failed"
     assert (gone.state, gone.video_uri, gone.error) == ("cancelled", None, None)
+    assert done.usage is not None and (done.usage.cpu_seconds, done.usage.render_seconds) == (7.25, 4.5)
+    assert all(item.usage is None for item in (working, waiting, failed, gone))  # metered once it has its video
     assert all(item.request.source_asset_uri == wire.media.video and item.created_at for item in items.values())
 
     table = shown(renders_table(page.items))
@@ -123,6 +125,7 @@ def test_one_render_reads_as_a_render_item_and_its_table_shows_it(wire, renders)
     table = shown(render_table(item))
     assert render_id in table and "succeeded" in table and "100%" in table and "Render complete." in table
     assert f"vidforge://videos/{render_id}/final.mp4" in table
+    assert "render time" in table and "4.5 s" in table and "CPU time" in table and "7.2 s" in table
 
 
 def test_the_status_tool_reads_as_a_render_status(wire, renders):

@@ -293,6 +293,12 @@ def test_the_listings_show_the_callers_own_items_only(server, plain_render):
     mine = listed(server, f"renders get {task_id}", TOKEN)
     assert mine["state"] == "succeeded" and mine["request"]["resolution"] == "720p"
     assert mine["video_uri"] == f"vidforge://videos/{task_id}/final.mp4"
+    # What it used, metered in its tasks: CPU seconds of real encoding, within its wall time on this machine's cores.
+    usage = mine["usage"]
+    assert set(usage) == {"cpu_seconds", "render_seconds"} and 0 < usage["render_seconds"], usage
+    assert 0 < usage["cpu_seconds"] <= usage["render_seconds"] * (os.cpu_count() or 1), usage
+    shown = vidforge("renders", "get", task_id, "--server", server.url, token=TOKEN, timeout=120)
+    assert shown.returncode == 0 and "CPU time" in shown.stdout and "render time" in shown.stdout, shown.stdout
     assets = listed(server, "assets list", TOKEN)["items"]
     assert {item["filename"] for item in assets} >= {"clip.mp4"} and all(item["uri"] for item in assets)
     # Another token's principal sees none of them, and cannot read the render.

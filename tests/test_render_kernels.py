@@ -417,6 +417,7 @@ def test_encode_segment_starts_with_keyframe_and_is_deterministic(clip, output_f
     assert first.time_base == (1, FPS) and (first.width, first.height) == (OUT_W, OUT_H)
     assert first.codec == {"mp4": "libx264", "webm": "libvpx-vp9"}[output_format]
     assert first.stats.wall_s >= first.stats.encode_s > 0 and first.stats.decode_s > 0
+    assert first.stats.cpu_s > 0  # metered: what a render's usage adds up
 
 
 def test_encode_segment_reports_every_frame_from_inside_the_loop(clip):
@@ -541,6 +542,7 @@ def test_mux_reads_one_segment_at_a_time_and_writes_the_same_bytes(clip, media_d
 
     stats = mux_segments(one_at_a_time(), audio, "mp4", str(media_dir / "streamed.mp4"), info.fps)
     assert len(fetched) == 3 and stats.frame_count == 40
+    assert stats.cpu_s > 0 and audio is not None and audio.stats.cpu_s > 0  # metered, as the segments are
     assert (media_dir / "streamed.mp4").read_bytes() == (media_dir / "listed.mp4").read_bytes()
 
 

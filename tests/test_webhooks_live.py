@@ -118,6 +118,7 @@ def test_each_event_of_a_render_is_delivered_once_signed_with_the_callers_metada
         assert [b["type"] for b in bodies(receiver, cancelled)] == ["render.cancelled"]
         completed = bodies(receiver, watermarked)[1]
         assert completed["state"] == "succeeded" and completed["render"]["render_id"] == watermarked
+        assert completed["usage"]["cpu_seconds"] > 0 and completed["usage"]["render_seconds"] > 0, completed
         ids = [r.headers["Vidforge-Event-Id"] for r in receiver.received]
         assert len(ids) == len(set(ids)) == 3  # each once
         for got in receiver.received:

@@ -152,6 +152,8 @@ def render_table(item: RenderItem, quality: QualityAnswer | None = None) -> Tabl
         ("size", str(item.size_bytes) if item.size_bytes is not None else ""),
         ("expires", local_time(item.expires_at)),
     ]
+    if (usage := item.usage) is not None:
+        rows += [("render time", f"{usage.render_seconds:.1f} s"), ("CPU time", f"{usage.cpu_seconds:.1f} s")]
     if quality is not None:
         rows += [("quality check", quality.verdict), ("reasons", "\n".join(quality.reasons)), *quality.figures()]
     for name, value in rows:

@@ -26,6 +26,7 @@ from mcp_protocol.domain import Succeeded, TaskRecord
 from mcp_protocol.envelope import VidforgeError, repair
 from mcp_protocol.json_types import JSONObject
 from mcp_protocol.timefmt import iso_ms
+from mcp_protocol.usage import usage_of
 from mcp_protocol.views import render_status
 from serve_app._config import Config
 from serve_app.ingress._refusals import error_response
@@ -90,7 +91,7 @@ class Listings:
 
     def render_item(self, rec: TaskRecord) -> JSONObject:
         """The status tool's view of the render (mcp_protocol.views.render_status), with its creation and request,
-        and a finished video's quality report (mcp_protocol.quality)."""
+        and a finished video's quality report (mcp_protocol.quality) and what it used (mcp_protocol.usage)."""
         item: JSONObject = {
             **render_status(rec, self.retention_s, self.service.review_url(rec), self.service.watch_url(rec)),
             "created_at": iso_ms(rec.created_at_ms),
@@ -98,6 +99,8 @@ class Listings:
         }
         if isinstance(rec.end, Succeeded) and (qc := rec.end.artifact.qc) is not None:
             item["qc"] = qc.to_json()
+        if (usage := usage_of(rec)) is not None:
+            item["usage"] = usage
         return item
 
     async def assets(self, request: Request) -> Response:

@@ -65,7 +65,6 @@ from media_store.artifacts import (
 )
 from render_kernels.errors import UnsupportedMedia
 from render_kernels.mux import MuxStats
-from render_kernels.qc.findings import QcReport as KernelQcReport
 from serve_app._config import Config
 from serve_app._handles import registry_client
 from serve_app.media.assets import AssetStore
@@ -160,6 +159,15 @@ class RegistryHooks:
 
 class RenderTimedOut(Exception):
     """The render ran past VIDFORGE_RENDER_TIMEOUT_S and was stopped (its tasks cancelled, its files removed)."""
+
+
+def metered_use(run: RenderRun, stats: MuxStats) -> tuple[float, float]:
+    """What a finished run used: the CPU seconds its segment, audio and mux tasks measured (a segment's last attempt:
+    one that lost its worker reports nothing), and its wall seconds less the wait for the watermark's approval."""
+    audio_s = run.audio_stats.cpu_s if run.audio_stats is not None else 0.0
+    cpu_s = sum(segment.stats.cpu_s for segment in run.segment_stats) + audio_s + stats.cpu_s
+    render_s = run.stages.get("total", 0.0) - run.stages.get("approval", 0.0)
+    return round(cpu_s, 3), round(render_s, 3)
 
 
 async def run_render_within(limit_s: float, run: RenderRun) -> MuxStats:
@@ -313,7 +321,7 @@ class RenderSupervisor:
             return
         # The file exists: from here only the registry decides, so a cancel arriving now cannot cut the
         # completion in half (the shielded call runs on; `cancel`'s own finish then finds the task ended).
-        if await asyncio.shield(self._complete(task_id, request, stats, run.qc)):
+        if await asyncio.shield(self._complete(task_id, request, stats, run)):
             record_success(rec, run, stats)
         self._keep_timings(task_id, replace(run.timings(), completed_at=time.time()))
 
@@ -325,10 +333,12 @@ class RenderSupervisor:
         while len(self.timings) > KEPT_TIMINGS:
             self.timings.popitem(last=False)
 
-    async def _complete(self, task_id: str, request: RenderRequest, stats: MuxStats, qc: KernelQcReport | None) -> bool:
-        """Publish the finished render (its artifact, with its quality report, in the one registry commit that
-        completes it), or delete its files when the registry discards it (a cancel was requested, or the task ended
-        meanwhile). True: published."""
+    async def _complete(self, task_id: str, request: RenderRequest, stats: MuxStats, run: RenderRun) -> bool:
+        """Publish the finished render (its artifact, with its quality report and what it used, in the one registry
+        commit that completes it), or delete its files when the registry discards it (a cancel was requested, or the
+        task ended meanwhile). True: published."""
+        qc = run.qc
+        cpu_s, render_s = metered_use(run, stats)
         artifact = Artifact(  # where its files are is media_store.artifacts' layout
             ext=request.output_format,
             size_bytes=stats.size_bytes,
@@ -337,6 +347,8 @@ class RenderSupervisor:
             width=stats.width,
             height=stats.height,
             qc=QcReport.model_validate(qc.to_json()) if qc is not None else None,
+            cpu_s=cpu_s,
+            render_s=render_s,
         )
         # The size delivered, said where every client era reads it: `resolution` names only the short side.
         message = f"Render complete: {stats.width}x{stats.height} {request.output_format}."

@@ -114,7 +114,10 @@ def with_handshake_extensions(send: Send) -> Send:
             await send(message)
             return
         body = message.get("body", b"")
-        decoded = json.loads(body)
+        try:
+            decoded = json.loads(body)
+        except ValueError:  # not the JSON answer this expects: passed on as it is
+            decoded = None
         result = decoded.get("result") if isinstance(decoded, dict) else None
         if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
             result["capabilities"]["extensions"] = HANDSHAKE_EXTENSIONS

@@ -13,6 +13,7 @@ import pytest
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from mcp_protocol.app_view import UI_EXTENSION, VIEW_META_KEY, VIEW_MIME, VIEW_TOOLS, VIEW_URI
+from mcp_protocol.http import with_handshake_extensions
 from tests.fast_wire import FastWire, fast_wire
 from tests.harness import meta
 
@@ -173,3 +174,23 @@ def test_a_signed_read_passes_the_origin_guard_from_any_page_and_nothing_else_do
     foreign = wire.http.get(f"{link.path}?{link.query}", headers={"Host": "evil.example"})
     assert foreign.status_code == 403
     assert isinstance(foreign, httpx.Response)
+
+
+@pytest.mark.anyio
+async def test_the_handshake_extensions_are_added_to_a_json_answer_only():
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    for body in (b'{"jsonrpc":"2.0","id":1,"result":{"capabilities":{}}}', b"event: message\ndata: {}\n\n"):
+        sent.clear()
+        answer = with_handshake_extensions(send)
+        await answer({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"1")]})
+        await answer({"type": "http.response.body", "body": body})
+        start, out = sent
+        assert (b"content-length", str(len(out["body"])).encode()) in start["headers"]
+        if body.startswith(b"{"):
+            assert json.loads(out["body"])["result"]["capabilities"]["extensions"] == {UI_EXTENSION: {}}
+        else:
+            assert out["body"] == body  # not JSON: passed on as it is

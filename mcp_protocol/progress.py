@@ -84,6 +84,13 @@ class RenderProgress:
         return round(min(1.0, self.frames_done / self.frames_total), 4) if self.frames_total else None
 
     @property
+    def percent(self) -> int | None:
+        """0-100, floored, so 100 only once every frame is encoded; None before probing."""
+        if not self.frames_total:
+            return None
+        return 100 * min(self.frames_done, self.frames_total) // self.frames_total
+
+    @property
     def realtime(self) -> float | None:
         """Encoding speed as a multiple of playback speed (2.0: a minute of video takes 30 s)."""
         return self.fps / self.source_fps if self.fps and self.source_fps else None
@@ -106,7 +113,7 @@ class RenderProgress:
         if self.phase == PROBING or not self.frames_total:
             return "Rendering: probing the source."
         done, total = min(self.frames_done, self.frames_total), self.frames_total
-        head = f"Rendering: {100 * done // total}% (frame {done}/{total})"
+        head = f"Rendering: {self.percent}% (frame {done}/{total})"
         if self.phase == MUXING:
             return f"{head}, {self._muxing()}."
         if done == total:

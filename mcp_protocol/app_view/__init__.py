@@ -107,10 +107,6 @@ def view_state(rec: TaskRecord, links: ViewLinks) -> JSONObject:
     """What the view shows of a render beside the status tool's structuredContent: the live figures the status text
     carries in words, and the links it loads."""
     progress = RenderProgress.of(rec)
-    percent = None
-    if rec.status is TaskStatus.COMPLETED:
-        percent = 100
-    elif progress.frames_total:
-        percent = 100 * min(progress.frames_done, progress.frames_total) // progress.frames_total
+    percent = 100 if rec.status is TaskStatus.COMPLETED else progress.percent
     figures: JSONObject = {"phase": rec.phase.value, "percent": percent, "fps": progress.fps, "eta_s": progress.eta_s}
     return {"progress": figures, "links": links.to_json()}

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from mcp_protocol.envelope import VidforgeError, repair
 from mcp_protocol.errors import invalid_argument
-from mcp_protocol.json_types import JSONObject
+from mcp_protocol.json_types import JSONObject, with_meta_entry
 
 META_KEY = "com.vidforge/metadata"  # the server's `_meta` namespace entry carrying it
 MAX_KEYS = 16
@@ -45,7 +45,4 @@ def value_too_long(tool: str, arguments: JSONObject, metadata: Mapping[str, str]
 def with_metadata(body: JSONObject, metadata: Mapping[str, str] | None) -> JSONObject:
     """`body` with the caller's metadata under `_meta` (beside whatever `_meta` it had); unchanged without any, so a
     render without metadata answers exactly as before."""
-    if not metadata:
-        return body
-    meta = body.get("_meta")
-    return {**body, "_meta": {**(meta if isinstance(meta, dict) else {}), META_KEY: dict(metadata)}}
+    return with_meta_entry(body, META_KEY, dict(metadata)) if metadata else body

@@ -35,7 +35,7 @@ from mcp_protocol.domain import AnswerResult, RenderRequest, Succeeded, TaskReco
 from mcp_protocol.envelope import VidforgeError, repair, tool_error_result
 from mcp_protocol.imports import AssetImports, ImportRequest
 from mcp_protocol.inspections import InspectRequest, VideoInspections, inspection_accepted
-from mcp_protocol.json_types import JSONObject
+from mcp_protocol.json_types import JSONObject, with_meta_entry
 from mcp_protocol.results import end_result, with_quality
 from mcp_protocol.state_outage import StateUnavailable
 from mcp_protocol.streams import with_stream
@@ -171,9 +171,7 @@ class ToolCalls:
             checked = with_quality(status, rec.task_id, rec.end.artifact, await service.contact_sheet(rec))
             status = with_stream(checked, rec.task_id, rec.request, rec.end.artifact, service.stream_url(rec))
         if caller.ui:  # what the render view shows beside the closed structuredContent
-            meta = status.get("_meta")
-            shown = view_state(rec, service.view_links(rec))
-            status["_meta"] = {**(meta if isinstance(meta, dict) else {}), VIEW_META_KEY: shown}
+            status = with_meta_entry(status, VIEW_META_KEY, view_state(rec, service.view_links(rec)))
         return status
 
     async def _approve(self, caller: Caller, args: JSONObject) -> JSONObject:

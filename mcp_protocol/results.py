@@ -33,7 +33,7 @@ from mcp_protocol.domain import (
 )
 from mcp_protocol.envelope import VidforgeError, tool_error_result
 from mcp_protocol.error_codes import ErrorCode
-from mcp_protocol.json_types import JSONObject
+from mcp_protocol.json_types import JSONObject, with_meta_entry
 from mcp_protocol.quality import QC_META_KEY, contact_sheet_block, contact_sheet_uri, qc_uri
 from mcp_protocol.streams import with_stream
 from mcp_protocol.timefmt import duration_text, iso_ms
@@ -116,7 +116,7 @@ def with_quality(result: JSONObject, render_id: str, artifact: Artifact, contact
     qc = artifact.qc
     if qc is None:
         return result
-    content, meta = result["content"], result.get("_meta")
+    content = result["content"]
     assert isinstance(content, list), "a CallToolResult's content"
     finished = iso_ms(artifact.finished_at_ms)
     blocks: list[JSONObject] = [
@@ -139,11 +139,7 @@ def with_quality(result: JSONObject, render_id: str, artifact: Artifact, contact
     ]
     if contact_sheet is not None:
         blocks.append(contact_sheet_block(contact_sheet))
-    return {
-        **result,
-        "content": [*content, *blocks],
-        "_meta": {**(meta if isinstance(meta, dict) else {}), QC_META_KEY: qc.to_json()},
-    }
+    return {**with_meta_entry(result, QC_META_KEY, qc.to_json()), "content": [*content, *blocks]}
 
 
 def end_error(rec: TaskRecord) -> VidforgeError | None:

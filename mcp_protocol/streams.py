@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mcp_protocol.domain import Artifact, RenderRequest
-from mcp_protocol.json_types import JSONObject
+from mcp_protocol.json_types import JSONObject, with_meta_entry
 from mcp_protocol.timefmt import iso_ms
 
 STREAM_META_KEY = "com.vidforge/stream"
@@ -66,7 +66,7 @@ def with_stream(
     `dash_url`)."""
     if request.streaming is None:
         return result
-    content, meta = result["content"], result.get("_meta")
+    content = result["content"]
     assert isinstance(content, list), "a CallToolResult's content"
     finished = iso_ms(artifact.finished_at_ms)
     hls, dash = stream_file_uri(render_id, MASTER_PLAYLIST), stream_file_uri(render_id, DASH_MANIFEST)
@@ -96,11 +96,7 @@ def with_stream(
         "ladder": list(request.streaming.rungs(request.resolution)),
         **played,
     }
-    return {
-        **result,
-        "content": [*content, *blocks],
-        "_meta": {**(meta if isinstance(meta, dict) else {}), STREAM_META_KEY: described},
-    }
+    return {**with_meta_entry(result, STREAM_META_KEY, described), "content": [*content, *blocks]}
 
 
 def _link(uri: str, description: str, priority: float, finished: str) -> JSONObject:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from mcp_protocol.catalog import INSPECT_TOOL, RENDER_TOOL, STATUS_TOOL
 from mcp_protocol.domain import TaskRecord, TaskStatus
-from mcp_protocol.json_types import JSONObject
+from mcp_protocol.json_types import JSONObject, with_meta_entry
 from mcp_protocol.progress import RenderProgress
 
 # The extension's identifier and its views' MIME type (the SDK's mcp.server.apps has them too; this module stays
@@ -96,11 +96,8 @@ def view_contents(base_url: str) -> JSONObject:
 def with_view_meta(tools: list[JSONObject]) -> list[JSONObject]:
     """`tools` with `_meta.ui.resourceUri` on the ones the view shows (beside the `_meta` they have)."""
 
-    def linked(tool: JSONObject) -> JSONObject:
-        meta = tool.get("_meta")
-        return {**tool, "_meta": {**(meta if isinstance(meta, dict) else {}), "ui": {"resourceUri": VIEW_URI}}}
-
-    return [linked(tool) if tool["name"] in VIEW_TOOLS else tool for tool in tools]
+    linked = {"resourceUri": VIEW_URI}
+    return [with_meta_entry(tool, "ui", linked) if tool["name"] in VIEW_TOOLS else tool for tool in tools]
 
 
 def view_state(rec: TaskRecord, links: ViewLinks) -> JSONObject:

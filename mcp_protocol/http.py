@@ -88,13 +88,22 @@ def jsonrpc_error_bodies(send: Send) -> Send:
             reason = body.decode("utf-8", "replace").strip() or HTTPStatus(start["status"]).phrase
             decoded = jsonrpc_error(-32600, reason)
         payload = json.dumps(decoded, separators=(",", ":")).encode()
-        headers = [(k, v) for k, v in start["headers"] if k not in (b"content-length", b"content-type")]
-        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-        await send({**start, "headers": headers})
+        await send_buffered(send, start, payload, b"application/json")
         start = None
-        await send({"type": "http.response.body", "body": payload})
 
     return _send
+
+
+async def send_buffered(send: Send, start: Message, body: bytes, content_type: bytes | None = None) -> None:
+    """Send a held-back response start with `body` as its one body, its Content-Length (and, when given, its
+    Content-Type) set for it."""
+    replaced = (b"content-length", b"content-type") if content_type is not None else (b"content-length",)
+    headers = [(k, v) for k, v in start["headers"] if k not in replaced]
+    if content_type is not None:
+        headers.append((b"content-type", content_type))
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({**start, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def with_handshake_extensions(send: Send) -> Send:
@@ -122,10 +131,8 @@ def with_handshake_extensions(send: Send) -> Send:
         if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
             result["capabilities"]["extensions"] = HANDSHAKE_EXTENSIONS
             body = json.dumps(decoded, separators=(",", ":")).encode()
-        headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
-        await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+        await send_buffered(send, start, body)
         start = None
-        await send({"type": "http.response.body", "body": body})
 
     return _send
 
@@ -197,37 +204,33 @@ class McpEndpoint:
         version = headers.get("mcp-protocol-version")
         answer = jsonrpc_error_bodies(send)
         if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
-            if (mismatch := modern_envelope_mismatch(version, body)) is not None:
+            request = parsed_message(body)
+            if (mismatch := modern_envelope_mismatch(version, request)) is not None:
                 await send_json(send, 400, jsonrpc_error(-32020, mismatch))
                 return
-            if request_method(body) == "initialize":
+            if isinstance(request, dict) and request.get("method") == "initialize":
                 answer = with_handshake_extensions(answer)
         await self.manager.handle_request(scope, replay(body, receive), answer)
 
 
-def request_method(body: bytes) -> str | None:
-    """The JSON-RPC method a request body names; None for anything else (a batch, junk: the SDK's to refuse)."""
+def parsed_message(body: bytes) -> object:
+    """A request body as JSON, by the SDK's own parser (bounded nesting); None for anything unparseable, which is
+    left to the SDK's own framing errors."""
     try:
-        message = pydantic_core.from_json(body)
+        return pydantic_core.from_json(body)
     except ValueError:
         return None
-    method = message.get("method") if isinstance(message, dict) else None
-    return method if isinstance(method, str) else None
 
 
-def modern_envelope_mismatch(header_version: str | None, body: bytes) -> str | None:
+def modern_envelope_mismatch(header_version: str | None, message: object) -> str | None:
     """The -32020 message for a 2026-era body on the 2025 route, or None when the body is not one.
 
     2026-07-28 streamable-http: `MCP-Protocol-Version` MUST equal `_meta[io.modelcontextprotocol/protocolVersion]`,
     and a request without the header is 400/-32020 unless the server treats it as 2025-03-26. A body that
     names its version in `_meta` has told us it is not a 2025 request, so it is refused rather than served
-    on the handshake-era path (where its per-request capabilities would mean nothing). Anything unparseable
-    is left to the SDK's own framing errors.
+    on the handshake-era path (where its per-request capabilities would mean nothing). `message`: the body as
+    `parsed_message` reads it.
     """
-    try:
-        message = pydantic_core.from_json(body)  # the SDK's own parser: bounded nesting, ValueError on junk
-    except ValueError:
-        return None
     params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict) or PROTOCOL_VERSION_META_KEY not in meta:

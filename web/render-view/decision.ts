@@ -16,10 +16,7 @@ async function decide(approved: boolean): Promise<void> {
   try {
     const result = (await app.callServerTool({ name: APPROVE_TOOL, arguments: args })) as ToolResult;
     if (result.isError) {
-      ui.approve.disabled = false;
-      ui.reject.disabled = false;
-      announce("Your decision was not recorded");
-      showError(`Your decision was not recorded: ${toolErrorText(result)}`);
+      notRecorded(toolErrorText(result));
       return;
     }
     state.decision = { approved, note: !approved && note ? note : undefined };
@@ -33,11 +30,16 @@ async function decide(approved: boolean): Promise<void> {
     show(ui.approval, false);
     await poll();
   } catch (err) {
-    ui.approve.disabled = false;
-    ui.reject.disabled = false;
-    announce("Your decision was not recorded");
-    showError(`Your decision was not recorded: ${errorMessage(err)}`);
+    notRecorded(errorMessage(err));
   }
+}
+
+/** The decision did not reach the server (`why`): the buttons work again, and the view says why. */
+function notRecorded(why: string): void {
+  ui.approve.disabled = false;
+  ui.reject.disabled = false;
+  announce("Your decision was not recorded");
+  showError(`Your decision was not recorded: ${why}`);
 }
 
 ui.approve.addEventListener("click", () => void decide(true));

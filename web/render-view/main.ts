@@ -73,17 +73,16 @@ app.ontoolinput = (params) => {
 // tool's contract), so the view asks it and follows the render from there; without one it says what it waits for.
 async function findRender(): Promise<void> {
   if (state.renderId) return;
-  if (!str(state.toolArgs.idempotency_key)) {
-    announce("Waiting for the host to hand over the render: it shows here once the host has its result.");
-    return;
+  if (str(state.toolArgs.idempotency_key)) {
+    try {
+      const result = (await app.callServerTool({ name: RENDER_TOOL, arguments: state.toolArgs })) as ToolResult;
+      if (!state.renderId) handleToolResult(result);
+      return;
+    } catch {
+      // The host runs this call as a task too, which its bridge cannot hand back (MCP Inspector 2.12): wait for it.
+    }
   }
-  try {
-    const result = (await app.callServerTool({ name: RENDER_TOOL, arguments: state.toolArgs })) as ToolResult;
-    if (!state.renderId) handleToolResult(result);
-  } catch {
-    // The host runs this call as a task too, which its bridge cannot hand back (MCP Inspector 2.12): wait for it.
-    announce("Waiting for the host to hand over the render: it shows here once the host has its result.");
-  }
+  announce("Waiting for the host to hand over the render: it shows here once the host has its result.");
 }
 
 app.ontoolresult = (params) => handleToolResult(params as ToolResult);

@@ -2,7 +2,7 @@
 import { APPROVE_TOOL, app, type Json, type ToolResult } from "./bridge";
 import { announce, show, ui } from "./dom";
 import { clearError, errorMessage, showError, toolErrorText } from "./errors";
-import { poll } from "./follow";
+import { announceDecision, poll, showRejected } from "./follow";
 import { state } from "./state";
 
 async function decide(approved: boolean): Promise<void> {
@@ -21,12 +21,8 @@ async function decide(approved: boolean): Promise<void> {
     }
     state.decision = { approved, note: !approved && note ? note : undefined };
     clearError();
-    announce(approved ? "Approved: the render continues" : "Rejected: stopping the render");
-    if (!approved) {
-      ui.outcome.textContent = note ? `Rejected. Note: ${note}` : "Rejected.";
-      ui.outcome.className = "bad";
-      show(ui.outcome, true);
-    }
+    announceDecision(approved);
+    if (!approved) showRejected(note || undefined);
     show(ui.approval, false);
     await poll();
   } catch (err) {

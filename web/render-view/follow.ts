@@ -58,6 +58,23 @@ export async function poll(): Promise<void> {
   }
 }
 
+/** How the view ended up not playing a video: `text`, shown as bad news. */
+function showOutcome(text: string): void {
+  ui.outcome.textContent = text;
+  ui.outcome.className = "bad";
+  show(ui.outcome, true);
+}
+
+/** A rejected watermark, with the person's note when there is one. */
+export function showRejected(note: string | undefined): void {
+  showOutcome(note ? `Rejected. Note: ${note}` : "Rejected.");
+}
+
+/** A decision recorded, while the render has not yet moved on from it. */
+export function announceDecision(approved: boolean): void {
+  announce(approved ? "Approved: the render continues" : "Rejected: stopping the render");
+}
+
 export function applyStatus(result: ToolResult): void {
   const sc = (result.structuredContent ?? {}) as Json;
   const meta = isObject(result._meta) ? result._meta : {};
@@ -115,19 +132,14 @@ export function applyStatus(result: ToolResult): void {
     announce(STATES.succeeded);
     showResult(sc, links, isObject(meta[QC_META]) ? (meta[QC_META] as Json) : undefined);
   } else if (rejected) {
-    const note = decision?.note ?? str(errorInfo?.note) ?? str(errorInfo?.reason);
     announce("Rejected: the watermark was not approved, so the render stopped");
-    ui.outcome.textContent = note ? `Rejected. Note: ${note}` : "Rejected.";
-    ui.outcome.className = "bad";
-    show(ui.outcome, true);
+    showRejected(decision?.note ?? str(errorInfo?.note) ?? str(errorInfo?.reason));
   } else if (renderState === "failed" || renderState === "cancelled") {
     announce(STATES[renderState]);
     const why = str(errorInfo?.message);
-    ui.outcome.textContent = why ? `${STATES[renderState]}: ${why}` : `${STATES[renderState]}.`;
-    ui.outcome.className = "bad";
-    show(ui.outcome, true);
+    showOutcome(why ? `${STATES[renderState]}: ${why}` : `${STATES[renderState]}.`);
   } else if (awaiting && decision) {
-    announce(decision.approved ? "Approved: the render continues" : "Rejected: stopping the render");
+    announceDecision(decision.approved);
   } else {
     announce(STATES[renderState] ?? renderState);
   }

@@ -86,8 +86,8 @@ export function fillFacts(list: HTMLElement, entries: [string, unknown][]): void
   }
 }
 
-/** Points an <img> at `url` if it shows nothing yet or fresh links were asked for (a signed link changes on every
- * status, so re-pointing it on each poll would reload the image each time). */
+/** Points an <img> at `url` if it shows nothing yet or fresh links were asked for: every poll hands the links again,
+ * and only the person's "Get fresh links" replaces one that failed to load. */
 export function setImage(img: HTMLImageElement, url: string | undefined): void {
   if (!url) {
     img.removeAttribute("src");

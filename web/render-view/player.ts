@@ -6,7 +6,8 @@ import { mediaFailed } from "./errors";
 import { state } from "./state";
 
 export function playVideo(links: Links): void {
-  // Signed links change on every status: re-point only when none is set yet or fresh links were asked for.
+  // Every poll hands the links again: re-point only when none is set yet or fresh links were asked for, so a poll
+  // never restarts the video.
   if (links.poster && (!ui.video.poster || state.freshLinksWanted)) ui.video.poster = links.poster;
   const wanted = links.hls ?? links.video;
   if (!wanted) return;

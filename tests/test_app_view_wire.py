@@ -16,6 +16,7 @@ from mcp_protocol.app_view import UI_EXTENSION, VIEW_META_KEY, VIEW_MIME, VIEW_T
 from mcp_protocol.http import with_handshake_extensions
 from tests.fast_wire import FastWire, fast_wire
 from tests.harness import meta
+from tests.test_fast_wire import rpc, send
 
 KEY = "k" * 48
 BASE = "https://vf.example:8443"
@@ -38,14 +39,7 @@ def result(wire: FastWire, method: str, params: dict | None = None, name: str | 
 
 def legacy(wire: FastWire, method: str, params: dict | None = None) -> dict:
     """One request of a 2025-11-25 client (no per-request capabilities: the handshake's are not remembered)."""
-    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}}
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": LEGACY,
-        "Authorization": "Bearer tok-alice",
-    }
-    response = wire.http.post("/mcp", json=body, headers=headers)
+    response = send(wire, rpc(method, params, with_meta=False), {"MCP-Protocol-Version": LEGACY})
     assert response.status_code == 200, response.text
     return response.json()["result"]
 

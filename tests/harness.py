@@ -12,8 +12,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +206,20 @@ def head_env(s3_server: Any, state_url: str, review_key: str) -> dict[str, str]:
         "VIDFORGE_DIRECT_TRANSFERS": "off",
         "VIDFORGE_POLL_INTERVAL_MS": "500",
     }
+
+
+class LoopbackSite:
+    """An HTTP server of a test's own on a loopback port, in a thread: pages on an origin other than vidforge's,
+    answered by `handler` (a `BaseHTTPRequestHandler` class, or a partial of one)."""
+
+    def __init__(self, handler: Any) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.origin = f"http://127.0.0.1:{self.httpd.server_port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class ServerProcess:

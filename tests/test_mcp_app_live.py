@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import uuid
 from collections.abc import Iterator
 from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import SimpleHTTPRequestHandler
 
 import pytest
 
 from tests import test_review_page
-from tests.harness import REPO, upload
+from tests.harness import REPO, LoopbackSite, upload
 from tests.media import make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -48,27 +46,14 @@ WAIT_MS = 240_000  # a render on the loaded 2-core machine, from the call to its
 DROPPED_HEADERS = {"host", "origin", "referer", "cookie", "content-length", "connection", "accept-encoding"}
 
 
-class HostOrigin:
-    """The host page (host.html and its built dist/host.js) on a loopback origin of its own, in a thread."""
-
-    def __init__(self, root: Path) -> None:
-        handler = partial(_Quiet, directory=str(root))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.origin = f"http://127.0.0.1:{self.httpd.server_port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory) -> Iterator[HostOrigin]:
+def host(tmp_path_factory) -> Iterator[LoopbackSite]:
+    """The host page (host.html and its built dist/host.js) on a loopback origin of its own."""
     built = HOST_DIR / "dist" / "host.js"
     if not built.exists():
         pytest.fail("tests/clients/apps_host/dist/host.js is missing: run `make clients`")
@@ -76,9 +61,9 @@ def host(tmp_path_factory) -> Iterator[HostOrigin]:
     (root / "dist").mkdir()
     shutil.copyfile(HOST_DIR / "host.html", root / "host.html")
     shutil.copyfile(built, root / "dist" / "host.js")
-    origin = HostOrigin(root)
-    yield origin
-    origin.close()
+    site = LoopbackSite(partial(_Quiet, directory=str(root)))
+    yield site
+    site.close()
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +74,7 @@ def assets(shared_server, tmp_path_factory) -> dict[str, str]:
     return {"clip": upload(shared_server, clip, TOKEN), "logo": upload(shared_server, logo, TOKEN)}
 
 
-def open_host(browser, host: HostOrigin, server, options: str = "", token: str = TOKEN):
+def open_host(browser, host: LoopbackSite, server, options: str = "", token: str = TOKEN):
     """A page on the host's origin whose `/mcp` goes to vidforge's: a POST (or DELETE) forwarded with the client's
     headers (its bearer token among them), a GET (the optional standalone stream) answered 405 as a host that offers
     none would. `options`: more of the host page's query (host.ts: its theme, its protocol negotiation)."""

@@ -12,11 +12,10 @@ import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
@@ -29,7 +28,7 @@ from render_kernels.compose import Watermark
 from render_kernels.spec import WatermarkSpec
 from serve_app.ingress.review.capability import ReviewCapability, ReviewSigner
 from serve_app.launch._review_key import KEY_FILE
-from tests.harness import REPO, TERMINAL, Wire, free_port, poll_task, upload, validate
+from tests.harness import REPO, TERMINAL, LoopbackSite, Wire, poll_task, upload, validate
 from tests.media import make_clip, make_watermark_png
 
 pytestmark = pytest.mark.ray
@@ -201,32 +200,24 @@ def test_approve_on_the_page_and_the_render_completes_with_the_watermark(server,
     viewer.close()
 
 
-class ForeignSite:
+def foreign_site(action: str, cap: str) -> LoopbackSite:
     """A page on another origin (another loopback port) whose form posts a decision to the review page."""
+    form = (
+        f'<form method="post" action="{action}"><input type="hidden" name="cap" value="{cap}">'
+        '<button name="decision" value="approve" id="go">Win a prize</button></form>'
+    ).encode()
 
-    def __init__(self, action: str, cap: str) -> None:
-        form = (
-            f'<form method="post" action="{action}"><input type="hidden" name="cap" value="{cap}">'
-            '<button name="decision" value="approve" id="go">Win a prize</button></form>'
-        ).encode()
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(form)
 
-        class Page(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.end_headers()
-                self.wfile.write(form)
+        def log_message(self, *args: object) -> None:
+            pass
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Page)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return LoopbackSite(Page)
 
 
 def test_refused_links_change_nothing_and_a_rejection_with_a_note_reaches_the_agent(server, assets, wire, browser):
@@ -254,9 +245,9 @@ def test_refused_links_change_nothing_and_a_rejection_with_a_note_reaches_the_ag
     page.goto(f"{server.base}{path}/preview.png?cap={tampered}")  # the images need the same capability
     assert "not valid" in page.inner_text("h1")
 
-    site = ForeignSite(server.base + path, cap)  # a cross-site POST with a valid capability
+    site = foreign_site(server.base + path, cap)  # a cross-site POST with a valid capability
     try:
-        page.goto(site.url)
+        page.goto(site.origin + "/")
         with page.expect_navigation():
             page.click("#go")
         assert "another site" in page.inner_text("h1")

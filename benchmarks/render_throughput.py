@@ -93,7 +93,9 @@ def _warm_up() -> None:
 
 def render_vidforge(source: str, spec: RenderSpec, out_dir: str, workers: int) -> RenderRun:
     os.makedirs(out_dir, exist_ok=True)
-    job = RenderJob(source, spec, os.path.join(out_dir, "final.mp4"), os.path.join(out_dir, "preview.png"), workers)
+    job = RenderJob(
+        source, spec, os.path.join(out_dir, "final.mp4"), os.path.join(out_dir, "preview.png"), workers=workers
+    )
     run = RenderRun(job, AutoApprove())
     asyncio.run(run.run())
     return run
